@@ -1,0 +1,1 @@
+"""The ``posenc`` command line: thin Typer commands over plain functions in posenc/experiments."""

@@ -1,0 +1,42 @@
+"""The Typer application. Each command group lives in its own module; torch loads lazily."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from cli.list import list_
+from cli.train import train
+
+try:  # recent Typer vendors click; older releases use click itself
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - depends on the installed Typer
+    from click import exceptions as click_exceptions
+
+app = typer.Typer(
+    name="posenc",
+    help="Experiments on positional encodings in Transformers: train, compare schemes, test the theory.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("train")(train)
+app.command("list")(list_)
+
+
+def main() -> None:
+    """Run the app; a usage mistake (bad option, bad value) is one line on stderr and exit 2."""
+    try:
+        code = app(standalone_mode=False)
+    except click_exceptions.UsageError as e:
+        if not e.format_message():  # `posenc` alone: the help page was printed
+            sys.exit(2)
+        command = f"posenc {e.ctx.info_name} --help" if e.ctx and e.ctx.parent else "posenc --help"
+        print(f"error: {e.format_message()} (see '{command}')", file=sys.stderr)
+        sys.exit(2)
+    except click_exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)

@@ -1,0 +1,98 @@
+"""Options and helpers shared by every command: overrides, errors, progress, tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+ResultsDir = Annotated[
+    Path | None,
+    typer.Option("--results-dir", help="Results root (runs go to ROOT/runs/). Default: $POSENC_RESULTS or ./results."),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar; print only the final table.")]
+Seed = Annotated[int | None, typer.Option(help="Random seed (the `seed` key).")]
+Steps = Annotated[int | None, typer.Option(help="Training steps (the `train.steps` key).")]
+Overrides = Annotated[
+    list[str] | None,
+    typer.Argument(help="Hydra overrides, e.g. model.n_layers=4 train.lr=1e-3 task.path=my.txt", show_default=False),
+]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print one line to stderr and return the Exit to raise."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a user mistake into one line and exit code 2, a diverged run into exit code 1."""
+    from posenc.errors import TrainingDiverged, UserError
+
+    try:
+        yield
+    except UserError as e:
+        raise fail(str(e)) from None
+    except TrainingDiverged as e:
+        raise fail(f"run failed: {e}", code=1) from None
+
+
+def overrides_from(options: dict[str, Any], extra: list[str] | None) -> list[str]:
+    """Hydra overrides for the CLI options that were given, followed by the user's own."""
+    return [f"{key}={value}" for key, value in options.items() if value is not None] + list(extra or [])
+
+
+class Progress:
+    """A rich progress bar fed by the training loop's log records (nothing when quiet)."""
+
+    def __init__(self, total: int, quiet: bool, label: str) -> None:
+        self.quiet = quiet
+        self.total, self.label = total, label
+        self._bar = None
+
+    def __enter__(self) -> Progress:
+        if not self.quiet:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+                TimeElapsedColumn(), console=err_console, transient=False,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.label, total=self.total, loss="-", tps="-")
+        return self
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if self._bar is None:
+            return
+        fields = {}
+        if "train_loss" in record:
+            fields["loss"] = f"{record['train_loss']:.3f}"
+        if "tokens_per_s" in record:
+            fields["tps"] = f"{record['tokens_per_s']:,.0f}"
+        self._bar.update(self._task, completed=record["step"], **fields)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+
+def print_record(title: str, row: dict[str, Any]) -> None:
+    """A two-column rich table of one result row."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in row.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    console.print(table)

@@ -1,0 +1,37 @@
+"""``posenc train``: one training run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, print_record, user_errors
+
+
+def train(
+    model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`).")] = None,
+    pe: Annotated[str | None, typer.Option(help="Position scheme (see `posenc list pe`).")] = None,
+    task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
+    steps: Steps = None,
+    seed: Seed = None,
+    results_dir: ResultsDir = None,
+    quiet: Quiet = False,
+    overrides: Overrides = None,
+) -> None:
+    """Train a model with a position scheme on a task and print its validation scores.
+
+    Example: posenc train --pe rope model.n_layers=2 train.lr=1e-3
+    """
+    with user_errors():
+        from experiments.train import run
+        from posenc.config import compose
+        from posenc.results import results_root
+
+        cfg = compose(overrides_from(
+            {"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides))
+        label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
+        with Progress(cfg.train.steps, quiet, label) as progress:
+            table, run_dir = run(cfg, results_root=results_root(results_dir), on_log=progress)
+    print_record(label, table.iloc[0].to_dict())
+    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

@@ -1,0 +1,1 @@
+"""Experiment protocols: a composed config in, a pandas DataFrame out."""

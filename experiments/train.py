@@ -1,0 +1,69 @@
+"""Protocol ``train``: train one model on one task and score it on the validation split."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from posenc.build import build
+from posenc.errors import TrainingDiverged
+from posenc.evaluation import evaluate_lm
+from posenc.results import RunDir, write_table
+from posenc.training import resolve_device, train
+
+
+def run_name(choices: dict[str, Any]) -> str:
+    return "-".join(str(choices[g]) for g in ("model", "pe", "task") if choices.get(g))
+
+
+def run(
+    cfg: DictConfig,
+    *,
+    results_root: Path,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[pd.DataFrame, RunDir]:
+    """Train, evaluate on every validation window, write the run directory, return its table.
+
+    All checks happen in ``build`` before the run directory is created.
+    """
+    setup = build(cfg)
+    run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
+    device = resolve_device(setup.train.device)
+    task, ev = setup.task, setup.eval
+    periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
+    final = task.eval_windows(setup.train.seq_len, ev.max_windows)
+
+    started = time.perf_counter()
+    try:
+        result = train(
+            setup.model, task.train_batch, setup.train, seed=setup.seed, run=run_dir,
+            validate=lambda m: evaluate_lm(m, *periodic, batch_size=ev.batch_size, device=device),
+            on_log=on_log,
+        )
+    except TrainingDiverged as e:
+        run_dir.update_summary(status="failed", error=str(e))
+        raise
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    scores = evaluate_lm(setup.model, *final, batch_size=ev.batch_size, device=device)
+    choices = setup.config["choices"]
+    row = {
+        "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,
+        "steps": result.steps, "seq_len": setup.train.seq_len,
+        "params": sum(p.numel() for p in setup.model.parameters()),
+        "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
+        "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
+        "unigram_bpb": task.unigram_bits_per_byte(),
+        "tokens_per_s": result.tokens_per_s, "seconds": time.perf_counter() - started,
+    }
+    table = pd.DataFrame([row])
+    write_table(table, run_dir.path)
+    run_dir.update_summary(status="completed", device=str(device), run_dir=str(run_dir.path),
+                           per_position_loss=scores["per_position"], **row)
+    return table, run_dir

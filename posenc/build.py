@@ -1,0 +1,51 @@
+"""Turn a composed config into the objects of a run, checking everything before any work.
+
+Every user mistake that a config can hold (an impossible shape, a learned table shorter than
+the training length, a length longer than the corpus) raises ``ConfigError`` here, before a run
+directory exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from posenc.config import instantiate, to_container
+from posenc.errors import ConfigError
+from posenc.evaluation import EvalConfig
+from posenc.training import TrainConfig
+
+
+@dataclass
+class Setup:
+    config: dict[str, Any]
+    task: Any
+    model: torch.nn.Module
+    train: TrainConfig
+    eval: EvalConfig
+    seed: int
+
+
+def build(cfg: DictConfig) -> Setup:
+    """The task, the model (seeded) and the train/eval settings of a composed config."""
+    config = to_container(cfg)
+    seed = config.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"seed: expected an integer, got {seed!r}")
+    train_cfg = instantiate(cfg.train, "train")
+    eval_cfg = instantiate(cfg.eval, "eval")
+    task = instantiate(cfg.task, "task")
+    task.check_length(train_cfg.seq_len, "train")
+    task.check_length(train_cfg.seq_len, "val")
+    torch.manual_seed(seed)
+    pe = instantiate(cfg.pe, "pe")
+    if pe.max_positions is not None and train_cfg.seq_len > pe.max_positions:
+        raise ConfigError(
+            f"pe '{config['choices']['pe']}' has a table of {pe.max_positions} positions, shorter than "
+            f"train.seq_len={train_cfg.seq_len}; raise pe.max_len or lower train.seq_len"
+        )
+    model = instantiate(cfg.model, "model", pe=pe, vocab_size=task.vocab_size)
+    return Setup(config=config, task=task, model=model, train=train_cfg, eval=eval_cfg, seed=seed)

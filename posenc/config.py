@@ -1,0 +1,246 @@
+"""Compose the Hydra config tree and build objects from it with their types checked.
+
+``configs/`` is a Python package, so ``initialize_config_module("configs")`` finds the tree both
+in an editable install and in a wheel. ``_target_`` in each option is the only registry: listing
+options reads the tree, building objects reads ``_target_``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import inspect
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from posenc.errors import ConfigError
+
+CONFIG_MODULE = "configs"
+GROUPS = ("model", "pe", "task", "train", "eval", "experiment")
+_RESERVED = ("_target_", "description")
+
+
+def _div(a: int, b: int) -> int:
+    if a % b:
+        raise ConfigError(f"{a} is not divisible by {b}")
+    return a // b
+
+
+if not OmegaConf.has_resolver("div"):
+    OmegaConf.register_new_resolver("div", _div)
+
+
+def config_root():
+    """The ``configs`` package as an importlib Traversable."""
+    return importlib.resources.files(CONFIG_MODULE)
+
+
+def list_options(group: str) -> dict[str, str]:
+    """Every option of a config group with its one-line description, read from the tree."""
+    folder = config_root() / group
+    if not folder.is_dir():
+        raise ConfigError(f"unknown config group '{group}'; valid groups: {', '.join(GROUPS)}")
+    options = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            node = yaml.safe_load(entry.read_text()) or {}
+            options[entry.name[: -len(".yaml")]] = str(node.get("description", ""))
+    return options
+
+
+def _check_choices(overrides: Sequence[str]) -> None:
+    """Name the valid options when a group override names one that does not exist."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as e:  # Hydra's parser raises several types; all mean a malformed override
+        raise ConfigError(f"cannot parse override: {str(e).splitlines()[0]}") from None
+    for o in parsed:
+        group = o.key_or_group
+        if group in GROUPS and o.package is None and not o.is_delete():
+            valid = list_options(group)
+            for value in o.sweep_string_iterator() if o.is_sweep_override() else [o.value()]:
+                if value is not None and str(value) not in valid:
+                    raise ConfigError(
+                        f"unknown {group} '{value}'; valid: {', '.join(valid)}"
+                    )
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose ``configs/config.yaml`` with Hydra overrides (``pe=rope``, ``train.lr=1e-3``).
+
+    The result has a ``choices`` node naming the option picked in every group, and no
+    ``hydra`` node.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    _check_choices(overrides)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(_hydra_message(e)) from None
+    finally:
+        GlobalHydra.instance().clear()
+    choices = {g: cfg.hydra.runtime.choices.get(g) for g in GROUPS}
+    with _unlocked(cfg):
+        del cfg["hydra"]
+        cfg.choices = choices
+    return cfg
+
+
+def _hydra_message(e: Exception) -> str:
+    text = f"{e}\n{e.__cause__ or ''}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Could not override '") and "not in struct" in text:
+        key = lines[0].split("'")[1]
+        group, _, _ = key.partition(".")
+        return f"unknown override key '{key}'" + _valid_keys_hint(group)
+    return lines[0] if lines else type(e).__name__
+
+
+def _valid_keys_hint(group: str) -> str:
+    try:
+        default = compose_defaults()
+        node = default.get(group)
+    except Exception:
+        return ""
+    if isinstance(node, DictConfig):
+        keys = [k for k in node.keys() if k not in _RESERVED]
+        return f"; valid keys in {group}: {', '.join(keys)}"
+    return ""
+
+
+@functools.lru_cache(maxsize=1)
+def compose_defaults() -> DictConfig:
+    return compose([])
+
+
+class _unlocked:
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+
+    def __enter__(self):
+        OmegaConf.set_struct(self.cfg, False)
+        OmegaConf.set_readonly(self.cfg, False)
+
+    def __exit__(self, *exc):
+        OmegaConf.set_struct(self.cfg, True)
+
+
+def to_container(node: Any) -> Any:
+    """A plain, resolved Python value from an OmegaConf node; errors become ConfigError."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(node, (DictConfig, ListConfig)):
+        try:
+            return OmegaConf.to_container(node, resolve=True)
+        except (OmegaConfBaseException, ConfigError) as e:
+            raise ConfigError(str(e).splitlines()[0]) from None
+    return node
+
+
+def instantiate(node: Any, path: str, **extra: Any) -> Any:
+    """Build the object an option names with ``_target_``, checking every value's type first.
+
+    ``path`` is where the node sits in the config (``pe``), so errors read ``pe.base: …``.
+    Keyword arguments in ``extra`` are what the caller injects (the position scheme into a
+    model); they are checked like the rest.
+    """
+    from hydra.utils import get_object
+
+    values = dict(to_container(node))
+    target = values.pop("_target_", None)
+    values.pop("description", None)
+    if target is None:
+        raise ConfigError(f"{path}: no _target_ in the config")
+    try:
+        fn = get_object(target)
+    except Exception:
+        raise ConfigError(f"{path}._target_: cannot import '{target}'") from None
+    kwargs = check_arguments(fn, {**values, **extra}, path)
+    return fn(**kwargs)
+
+
+def check_arguments(fn: Any, values: dict[str, Any], path: str) -> dict[str, Any]:
+    """Check ``values`` against ``fn``'s signature and type hints; return them coerced."""
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn if dataclasses.is_dataclass(fn) else
+                                  (fn.__init__ if inspect.isclass(fn) else fn))
+    params = {n: p for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    out = {}
+    for key, value in values.items():
+        if key not in params:
+            raise ConfigError(f"unknown key '{path}.{key}'; valid keys: {', '.join(params)}")
+        out[key] = _coerce(value, hints.get(key, Any), f"{path}.{key}")
+    missing = [n for n, p in params.items() if p.default is p.empty and n not in out]
+    if missing:
+        raise ConfigError(f"{path}: missing value for {', '.join(missing)}")
+    return out
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if hint is Any or hint is inspect.Parameter.empty:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as e:
+                errors.append(e)
+        raise errors[0] if len(errors) == 1 else ConfigError(f"{where}: {value!r} is not a {_name(hint)}")
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
+    if origin in (list, tuple, Sequence):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif inspect.isclass(hint):
+        if isinstance(value, hint):
+            return value
+    else:
+        return value
+    raise ConfigError(f"{where}: expected {_name(hint)}, got {value!r}")
+
+
+def _name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")

@@ -1,0 +1,71 @@
+"""The one interface through which a position scheme reaches a model.
+
+A scheme acts in one or more of three places, and says which with class flags:
+
+* ``adds_embedding``: ``embedding(positions)`` is added to the token (or patch) embeddings;
+* ``rotates_qk``: ``rotation(positions)`` is computed once per forward pass and every attention
+  layer calls ``rotate_qk(q, k, rotation)`` (RoPE, xPos);
+* ``adds_bias``: ``bias(q_positions, k_positions)`` is added to the attention scores (relative
+  bias, T5 buckets, ALiBi).
+
+Positions are explicit tensors: ``(s,)`` or ``(b, s)`` integer (or, after rescaling, float)
+indices for text, ``(s, 2)`` / ``(b, s, 2)`` (row, col) for patches. Rescaling therefore acts on
+positions or frequencies in the scheme, never on special cases in a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from posenc.errors import UserError
+
+
+class PositionOutOfRange(UserError):
+    """A position past what a scheme can represent (a learned table past its length)."""
+
+
+class PositionScheme(nn.Module):
+    """Base class: a scheme that does nothing (NoPE) unless a subclass sets a flag.
+
+    ``ndim`` is the number of coordinates per position (1 for text, 2 for patch grids);
+    ``max_positions`` is the number of positions a scheme can represent, or None if unbounded.
+    """
+
+    adds_embedding: ClassVar[bool] = False
+    rotates_qk: ClassVar[bool] = False
+    adds_bias: ClassVar[bool] = False
+    ndim: ClassVar[int] = 1
+    max_positions: int | None = None
+
+    def embedding(self, positions: torch.Tensor) -> torch.Tensor:
+        """(…, s) positions -> (…, s, d) embedding added to the input."""
+        raise NotImplementedError(f"{type(self).__name__} adds no embedding")
+
+    def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> Any:
+        """Per-forward state for ``rotate_qk`` (e.g. cos and sin), computed once for all layers."""
+        raise NotImplementedError(f"{type(self).__name__} does not rotate Q and K")
+
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, rotation: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate (b, n_h, s, h_d) queries and keys; values are never touched."""
+        raise NotImplementedError(f"{type(self).__name__} does not rotate Q and K")
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        """(…, n_h, s_q, s_k) additive bias on the attention scores."""
+        raise NotImplementedError(f"{type(self).__name__} adds no attention bias")
+
+    def check_positions(self, positions: torch.Tensor) -> None:
+        if self.max_positions is not None and positions.numel():
+            top = int(positions.max())
+            if top >= self.max_positions:
+                raise PositionOutOfRange(
+                    f"position {top} is past the {type(self).__name__} table of "
+                    f"{self.max_positions} positions; train longer, shrink the length, or rescale"
+                )
+
+
+def default_positions(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """The positions 0..s-1 of an unshifted 1D sequence, shape (s,)."""
+    return torch.arange(seq_len, device=device)

@@ -1,0 +1,27 @@
+"""Learned absolute position table (GPT-2, BERT, the original ViT).
+
+A table of ``max_len`` rows is trained; a position past it has no row (seed claim C3), so by
+default it is an error, never a silent wrap.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.pe.base import PositionScheme
+
+
+class LearnedPE(PositionScheme):
+    """``max_len`` x ``dim`` table added to the input, initialised N(0, ``init_std``²)."""
+
+    adds_embedding = True
+
+    def __init__(self, dim: int, max_len: int, init_std: float = 0.02) -> None:
+        super().__init__()
+        self.max_positions = max_len
+        self.table = nn.Parameter(torch.randn(max_len, dim) * init_std)
+
+    def embedding(self, positions: torch.Tensor) -> torch.Tensor:
+        self.check_positions(positions)
+        return self.table[positions]  # (..., s, d)

@@ -1,0 +1,114 @@
+"""Rotary position embedding (Su et al. 2021, "RoFormer", arXiv:2104.09864).
+
+Each pair of query/key dimensions is rotated by the angle m·θ_i with θ_i = base^(-2i/d), so
+q_m·k_n depends on n−m alone and norms are kept (seed claim C9). Only Q and K rotate.
+
+Two layouts pair the dimensions differently:
+
+* ``half`` pairs i with i + d/2 (GPT-NeoX, Llama in Hugging Face transformers: ``rotate_half``);
+* ``interleaved`` pairs 2i with 2i+1 (RoFormer, Meta's original Llama code).
+
+They are the same map up to a fixed permutation of the head dimensions. ``rotary_fraction`` < 1
+rotates only the first ``int(h_d · fraction)`` dimensions (GPT-NeoX, Phi). Checked against
+``transformers.models.llama.modeling_llama.apply_rotary_pos_emb`` (tests/models/test_hf.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from posenc.errors import ConfigError
+from posenc.pe.base import PositionScheme
+
+Layout = Literal["half", "interleaved"]
+
+
+def rope_inv_freq(rot_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """θ_i = base^(-2i/d) for i < d/2, float32, computed as Hugging Face does."""
+    return 1.0 / (base ** (torch.arange(0, rot_dim, 2, dtype=torch.int64).float() / rot_dim))
+
+
+def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """(…, s) positions -> (…, s, d/2) angles m·θ_i in float32."""
+    return positions.float()[..., None] * inv_freq.to(positions.device)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout = "half") -> torch.Tensor:
+    """Rotate the first 2·cos.shape[-1] dims of x (b, n_h, s, h_d); cos/sin are (…, s, r/2).
+
+    Written as the 2x2 rotation of each pair, with no concatenated cos table and no
+    ``rotate_half`` copy.
+    """
+    r = 2 * cos.shape[-1]
+    if cos.dim() == 3:  # (b, s, r/2) -> (b, 1, s, r/2) to broadcast over heads
+        cos, sin = cos[:, None], sin[:, None]
+    rot, rest = x[..., :r], x[..., r:]
+    if layout == "half":
+        x1, x2 = rot[..., : r // 2], rot[..., r // 2 :]
+        out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    else:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+
+
+class RoPE(PositionScheme):
+    """Rotary embedding for 1D positions.
+
+    cos/sin of integer positions come from a table computed once per length, dtype and device
+    and grown on demand; float positions (after rescaling) are computed directly.
+    """
+
+    rotates_qk = True
+
+    def __init__(
+        self,
+        head_dim: int,
+        base: float = 10000.0,
+        layout: Layout = "half",
+        rotary_fraction: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if not 0.0 < rotary_fraction <= 1.0:
+            raise ConfigError(f"pe.rotary_fraction must be in (0, 1], got {rotary_fraction}")
+        rot_dim = int(head_dim * rotary_fraction)
+        if rot_dim % 2 or rot_dim == 0:
+            raise ConfigError(
+                f"rope needs an even rotary dimension, but head_dim={head_dim} x "
+                f"rotary_fraction={rotary_fraction} gives {rot_dim}; pick d_model / n_heads even"
+            )
+        if base <= 1.0:
+            raise ConfigError(f"pe.base must be > 1, got {base}")
+        self.head_dim, self.rot_dim, self.base, self.layout = head_dim, rot_dim, base, layout
+        self.attention_scaling = 1.0
+        self.register_buffer("inv_freq", rope_inv_freq(rot_dim, base), persistent=False)
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _table(self, length: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (dtype, device)
+        cached = self._tables.get(key)
+        if cached is None or cached[0].shape[0] < length:
+            size = max(length, 2 * cached[0].shape[0] if cached is not None else length)
+            angles = rope_angles(torch.arange(size, device=device), self.inv_freq)  # (n, r/2)
+            cached = ((angles.cos() * self.attention_scaling).to(dtype),
+                      (angles.sin() * self.attention_scaling).to(dtype))
+            self._tables[key] = cached
+        return cached
+
+    def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        if positions.is_floating_point():
+            angles = rope_angles(positions, self.inv_freq)
+            return ((angles.cos() * self.attention_scaling).to(dtype),
+                    (angles.sin() * self.attention_scaling).to(dtype))
+        cos, sin = self._table(int(positions.max()) + 1, dtype, positions.device)
+        return cos[positions], sin[positions]  # (…, s, r/2)
+
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, rotation) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = rotation
+        return apply_rope(q, cos, sin, self.layout), apply_rope(k, cos, sin, self.layout)
+
+    def _apply(self, fn, recurse=True):
+        self._tables = {}  # moved to another device or dtype: recompute on demand
+        return super()._apply(fn, recurse)

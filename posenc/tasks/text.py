@@ -1,0 +1,106 @@
+"""Byte-level language modelling on built-in or user text.
+
+The default corpus is the documentation that ships inside every CPython (``pydoc_data.topics``),
+so a run needs no download; ``source: stdlib`` reads the standard library's own sources;
+``path`` takes any file as bytes. The split is deterministic: the first ``1 - val_fraction`` of
+the bytes train, the rest validate.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from posenc.errors import ConfigError
+
+def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
+    """The bytes of a corpus that ships with Python, in a fixed order."""
+    if source == "pydoc":
+        from pydoc_data.topics import topics
+
+        data = "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+    else:
+        root = Path(sysconfig.get_paths()["stdlib"])
+        parts, total = [], 0
+        for f in sorted(root.glob("*.py")):
+            parts.append(f.read_bytes())
+            total += len(parts[-1])
+            if max_bytes is not None and total >= max_bytes:
+                break
+        data = b"\n".join(parts)
+    return data[:max_bytes] if max_bytes is not None else data
+
+
+class TextTask:
+    """Next-byte prediction: random training windows, non-overlapping validation windows."""
+
+    vocab_size = 256
+
+    def __init__(
+        self,
+        path: str | None = None,
+        source: Literal["pydoc", "stdlib"] = "pydoc",
+        val_fraction: float = 0.1,
+        max_bytes: int | None = None,
+    ) -> None:
+        if not 0.0 < val_fraction < 1.0:
+            raise ConfigError(f"task.val_fraction must be in (0, 1), got {val_fraction}")
+        if path is not None:
+            p = Path(path).expanduser()
+            if not p.exists():
+                raise ConfigError(f"task.path '{path}' does not exist")
+            if p.is_dir():
+                raise ConfigError(f"task.path '{path}' is a directory; give a text file")
+            data = p.read_bytes()[:max_bytes]
+            if not data:
+                raise ConfigError(f"task.path '{path}' is empty")
+            self.name = p.name
+        else:
+            data = builtin_corpus(source, max_bytes)
+            self.name = source
+        cut = int(len(data) * (1 - val_fraction))
+        all_bytes = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        self.splits = {"train": all_bytes[:cut], "val": all_bytes[cut:]}
+
+    def check_length(self, seq_len: int, split: str = "train") -> None:
+        """A window of ``seq_len`` inputs needs ``seq_len + 1`` bytes of the split."""
+        n = len(self.splits[split])
+        if seq_len < 1:
+            raise ConfigError(f"sequence length must be >= 1, got {seq_len}")
+        if seq_len + 1 > n:
+            raise ConfigError(
+                f"sequence length {seq_len} is longer than the {split} split of '{self.name}' "
+                f"({n} bytes); use a shorter length or a larger corpus"
+            )
+
+    def train_batch(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random windows: (b, s) inputs and (b, s) next-byte targets."""
+        data = self.splits["train"]
+        starts = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
+        idx = starts[:, None] + torch.arange(seq_len + 1)  # (b, s+1)
+        chunk = data[idx].long()
+        return chunk[:, :-1], chunk[:, 1:]
+
+    def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Non-overlapping windows over the validation split: (n, s) inputs and targets."""
+        data = self.splits["val"]
+        n = (len(data) - 1) // seq_len
+        if max_windows is not None:
+            n = min(n, max_windows)
+        x = data[: n * seq_len].long().view(n, seq_len)
+        y = data[1 : n * seq_len + 1].long().view(n, seq_len)
+        return x, y
+
+    def unigram_bits_per_byte(self) -> float:
+        """Cross-entropy of validation bytes under train byte frequencies (add-one), in bits."""
+        counts = torch.bincount(self.splits["train"].long(), minlength=256).double() + 1.0
+        logp = (counts / counts.sum()).log2()
+        return float(-logp[self.splits["val"].long()].mean())
+
+    def describe(self) -> dict[str, float | str]:
+        return {"corpus": self.name, "train_bytes": len(self.splits["train"]),
+                "val_bytes": len(self.splits["val"]), "unigram_bpb": self.unigram_bits_per_byte()}
+

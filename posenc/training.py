@@ -1,0 +1,182 @@
+"""The one training loop: AdamW, linear warmup + cosine decay, gradient clipping, checkpoints.
+
+Given one seed, a CPU run is bit-for-bit repeatable: batches come from a seeded generator whose
+state is saved in every checkpoint with the optimizer's, so a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from posenc.errors import ConfigError, TrainingDiverged
+from posenc.evaluation import IGNORE_INDEX
+from posenc.results import RunDir, atomic_write_bytes
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings; every field is a Hydra override (``train.lr=1e-3``)."""
+
+    steps: int = 300
+    batch_size: int = 32
+    seq_len: int = 128
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 30
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    log_every: int = 10
+    eval_every: int = 100
+    checkpoint_every: int = 100
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "seq_len", "log_every", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
+        resolve_device(self.device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks cuda, then mps, then cpu; an explicit device must exist."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"train.device '{name}' is not a device; valid: auto, cpu, cuda, cuda:N, mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"train.device '{name}' asked for, but no CUDA device is available; use auto or cpu")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"train.device '{name}' asked for, but MPS is not available; use auto or cpu")
+    return device
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to ``lr`` over ``warmup_steps``, then cosine decay to ``lr · min_lr_ratio``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on norms, biases or 1D gains)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+
+
+def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    step: int, generator: torch.Generator) -> None:
+    """``model.safetensors`` (weights) and ``trainer.pt`` (optimizer, step, RNG states)."""
+    from safetensors.torch import save
+
+    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    atomic_write_bytes(folder / "model.safetensors", save(weights, metadata={"step": str(step)}))
+    state = {"step": step, "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+             "torch_rng": torch.get_rng_state()}
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    atomic_write_bytes(folder / "trainer.pt", buf.getvalue())
+
+
+def load_weights(folder: Path, model: torch.nn.Module) -> None:
+    from safetensors.torch import load_file
+
+    model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    train_loss: float
+    tokens: int
+    seconds: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(self.seconds, 1e-9)
+
+
+Batches = Callable[[int, int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+
+def train(
+    model: torch.nn.Module,
+    batches: Batches,
+    cfg: TrainConfig,
+    *,
+    seed: int,
+    run: RunDir | None = None,
+    validate: Callable[[torch.nn.Module], dict[str, Any]] | None = None,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``batches(batch_size, seq_len, generator)`` for ``cfg.steps`` steps.
+
+    ``validate`` is called every ``eval_every`` steps and at the end; its numbers are logged.
+    Every record logged goes to ``run`` (``metrics.jsonl``) and to ``on_log`` (a progress bar).
+    A non-finite loss raises ``TrainingDiverged`` after logging the step that produced it.
+    """
+    device = resolve_device(cfg.device)
+    model.to(device).train()
+    optimizer = make_optimizer(model, cfg)
+    generator = torch.Generator().manual_seed(seed)
+    emit = (lambda r: (run.log(r) if run else None, on_log(r) if on_log else None))
+
+    tokens, start, window_tokens, window_start = 0, time.perf_counter(), 0, time.perf_counter()
+    loss_value = float("nan")
+    for step in range(cfg.steps):
+        lr = lr_at(step, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = batches(cfg.batch_size, cfg.seq_len, generator)
+        x, y = x.to(device), y.to(device)
+        logits = model(x)  # (b, s, V)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE_INDEX)
+        loss_value = loss.detach().item()
+        if not math.isfinite(loss_value):
+            emit({"step": step + 1, "train_loss": loss_value, "lr": lr})
+            raise TrainingDiverged(f"loss became {loss_value} at step {step + 1}; lower train.lr or check the data")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        tokens += x.numel()
+        window_tokens += x.numel()
+        done = step + 1
+        if done % cfg.log_every == 0 or done == cfg.steps:
+            now = time.perf_counter()
+            emit({"step": done, "train_loss": loss_value, "lr": lr, "grad_norm": float(grad_norm),
+                  "tokens_per_s": window_tokens / max(now - window_start, 1e-9), "elapsed_s": now - start})
+            window_tokens, window_start = 0, now
+        if validate is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
+            metrics = validate(model)
+            emit({"step": done, **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)}})
+            window_start = time.perf_counter()  # validation time is not training throughput
+        if run is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
+            save_checkpoint(run.checkpoint_dir, model, optimizer, done, generator)
+    return TrainResult(steps=cfg.steps, train_loss=loss_value, tokens=tokens, seconds=time.perf_counter() - start)
