@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from posenc.build import build
 from posenc.errors import TrainingDiverged
-from posenc.evaluation import evaluate_lm
+from posenc.evaluation import evaluate
 from posenc.results import RunDir, write_table
 from posenc.training import resolve_device, train
 
@@ -41,8 +41,9 @@ def run(
     started = time.perf_counter()
     try:
         result = train(
-            setup.model, task.train_batch, setup.train, seed=setup.seed, run=run_dir,
-            validate=lambda m: evaluate_lm(m, *periodic, batch_size=ev.batch_size, device=device),
+            setup.model, lambda b, g: task.train_batch(b, setup.train.seq_len, g), setup.train,
+            seed=setup.seed, run=run_dir,
+            validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
             on_log=on_log,
         )
     except TrainingDiverged as e:
@@ -51,7 +52,7 @@ def run(
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
-    scores = evaluate_lm(setup.model, *final, batch_size=ev.batch_size, device=device)
+    scores = evaluate(setup.model, *final, batch_size=ev.batch_size, device=device)
     choices = setup.config["choices"]
     row = {
         "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,

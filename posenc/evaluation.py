@@ -1,4 +1,4 @@
-"""The one evaluation loop: loss, bits, perplexity, accuracy and per-position loss of an LM.
+"""The one evaluation loop: loss, bits, perplexity, accuracy (and per-position loss for LMs).
 
 Targets equal to ``IGNORE_INDEX`` are not scored, so tasks that grade only an answer span
 (copy, passkey) share this loop with plain text.
@@ -35,7 +35,7 @@ class EvalConfig:
 
 
 @torch.no_grad()
-def evaluate_lm(
+def evaluate(
     model: torch.nn.Module,
     inputs: torch.Tensor,
     targets: torch.Tensor,
@@ -43,33 +43,39 @@ def evaluate_lm(
     device: torch.device | str = "cpu",
     positions: torch.Tensor | None = None,
 ) -> dict[str, float | list[float]]:
-    """Score (n, s) windows. Returns mean loss (nats), bits, perplexity, accuracy and the mean
-    loss at every position (``per_position``, length s)."""
+    """Score ``inputs`` against ``targets`` in batches.
+
+    A language model gives (b, s, V) logits for (n, s) targets; a classifier (b, C) logits for
+    (n,) targets. Returns the mean loss (nats) over scored targets, the same in bits, perplexity,
+    accuracy, and for sequences the mean loss at every position (``per_position``, length s).
+    """
     was_training = model.training
     model.eval()
-    s = inputs.shape[1]
-    loss_sum = torch.zeros(s, dtype=torch.float64)
-    count = torch.zeros(s, dtype=torch.float64)
+    shape = targets.shape[1:]  # (s,) for sequences, () for one label per input
+    loss_sum = torch.zeros(shape, dtype=torch.float64)
+    count = torch.zeros(shape, dtype=torch.float64)
     correct = 0
     for i in range(0, len(inputs), batch_size):
         x = inputs[i : i + batch_size].to(device)
         y = targets[i : i + batch_size].to(device)
-        logits = model(x, positions)  # (b, s, V)
-        loss = F.cross_entropy(logits.float().transpose(1, 2), y, ignore_index=IGNORE_INDEX, reduction="none")
-        mask = y != IGNORE_INDEX  # (b, s)
-        loss_sum += loss.sum(0).double().cpu()
+        logits = model(x) if positions is None else model(x, positions)  # (b, s, V) or (b, C)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
+                               ignore_index=IGNORE_INDEX, reduction="none").view(y.shape)
+        mask = y != IGNORE_INDEX
+        loss_sum += (loss * mask).sum(0).double().cpu()
         count += mask.sum(0).double().cpu()
         correct += int(((logits.argmax(-1) == y) & mask).sum())
     model.train(was_training)
     total = float(count.sum())
     if total == 0:
-        raise ConfigError("nothing to evaluate: no scored targets in the evaluation windows")
+        raise ConfigError("nothing to evaluate: no scored targets in the evaluation data")
     mean = float(loss_sum.sum()) / total
-    per_position = (loss_sum / count.clamp(min=1)).tolist()
-    return {
+    scores: dict[str, float | list[float]] = {
         "loss": mean,
         "bits": mean / math.log(2),
         "ppl": math.exp(min(mean, 700.0)),
         "accuracy": correct / total,
-        "per_position": per_position,
     }
+    if loss_sum.dim():
+        scores["per_position"] = (loss_sum / count.clamp(min=1)).tolist()
+    return scores

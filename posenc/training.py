@@ -122,7 +122,7 @@ class TrainResult:
         return self.tokens / max(self.seconds, 1e-9)
 
 
-Batches = Callable[[int, int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+Batches = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
 
 def train(
@@ -135,7 +135,10 @@ def train(
     validate: Callable[[torch.nn.Module], dict[str, Any]] | None = None,
     on_log: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
-    """Train ``model`` on ``batches(batch_size, seq_len, generator)`` for ``cfg.steps`` steps.
+    """Train ``model`` on ``batches(batch_size, generator)`` for ``cfg.steps`` steps.
+
+    The loss is cross-entropy of (…, C) logits against (…) targets, so a language model
+    ((b, s, V) against (b, s)) and a classifier ((b, C) against (b,)) share this loop.
 
     ``validate`` is called every ``eval_every`` steps and at the end; its numbers are logged.
     Every record logged goes to ``run`` (``metrics.jsonl``) and to ``on_log`` (a progress bar).
@@ -153,10 +156,10 @@ def train(
         lr = lr_at(step, cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x, y = batches(cfg.batch_size, cfg.seq_len, generator)
+        x, y = batches(cfg.batch_size, generator)
         x, y = x.to(device), y.to(device)
-        logits = model(x)  # (b, s, V)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE_INDEX)
+        logits = model(x)  # (b, s, V) or (b, C)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX)
         loss_value = loss.detach().item()
         if not math.isfinite(loss_value):
             emit({"step": step + 1, "train_loss": loss_value, "lr": lr})
