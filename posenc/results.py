@@ -63,6 +63,19 @@ def write_table(df: pd.DataFrame, folder: Path, stem: str = "table") -> tuple[Pa
     return csv, md
 
 
+def write_png(fig: Any, path: Path, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as PNG atomically and close it."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    atomic_write_bytes(Path(path), buf.getvalue())
+    return Path(path)
+
+
 class RunDir:
     """``<root>/runs/<timestamp>-<name>-<shorthash>/`` with the files of one run."""
 

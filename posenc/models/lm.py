@@ -37,6 +37,7 @@ class CausalLM(nn.Module):
         attention_bias: bool = False,
         mlp_bias: bool = False,
         init_std: float = 0.02,
+        causal: bool = True,
     ) -> None:
         super().__init__()
         n_kv_heads = n_kv_heads or n_heads
@@ -52,6 +53,7 @@ class CausalLM(nn.Module):
                 "scheme (nope, learned, sinusoidal, rope)"
             )
         self.pe = pe
+        self.causal = causal  # False: a bidirectional encoder (permutation tests, `posenc order`)
         self.vocab_size, self.d_model, self.n_heads, self.head_dim = vocab_size, d_model, n_heads, head_dim
         mlp_hidden = mlp_hidden or 32 * math.ceil(8 * d_model / 3 / 32)
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -86,7 +88,7 @@ class CausalLM(nn.Module):
         rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
         bias = pe.bias(positions, positions) if pe.adds_bias else None  # (…, n_h, s, s)
         for block in self.blocks:
-            x = block(x, pe, rotation, bias, causal=True)
+            x = block(x, pe, rotation, bias, causal=self.causal)
         x = self.norm(x)
         return x @ self.embed.weight.T if self.head is None else self.head(x)  # (b, s, V)
 

@@ -1,0 +1,220 @@
+"""Protocol ``order``: are models blind to order without positions, and does training read it?
+
+For every model option × position scheme that fit together (fit is decided by building them: a
+``ConfigError`` means they do not), and for a model with a ``causal`` key both with and without
+the causal mask:
+
+1. at initialization, the permutation test (``posenc.permutation``) on the validation inputs
+   and the accuracy on an order task;
+2. after training on that task with the one training loop, the same two again.
+
+An order task is any task option whose class sets ``order_labels = True`` (the same multiset of
+tokens, a label that depends only on their order); each model takes the first one it fits.
+Nothing the theory predicts is written in here: invariance is measured against a float
+tolerance, accuracy against the task's stated chance level.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from posenc.build import Setup, build
+from posenc.config import compose, list_options
+from posenc.errors import ConfigError
+from posenc.evaluation import evaluate
+from posenc.permutation import permutation_test
+from posenc.results import RunDir, write_png, write_table
+from posenc.training import resolve_device, train
+
+INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
+TRAIN_OPTION = "order"  # configs/train/order.yaml: short sequences, a few hundred steps
+
+Progress = Callable[[str, int], AbstractContextManager[Callable[[dict[str, Any]], None] | None]]
+
+
+@dataclass
+class Cell:
+    model: str
+    attention: str
+    pe: str
+    task: str
+    setup: Setup
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.attention}/{self.pe}"
+
+
+def order_tasks() -> list[str]:
+    """Task options whose class declares ``order_labels`` (read from ``_target_``, not built)."""
+    import yaml
+    from hydra.utils import get_object
+
+    from posenc.config import config_root
+
+    names = []
+    for name in list_options("task"):
+        node = yaml.safe_load((config_root() / "task" / f"{name}.yaml").read_text()) or {}
+        try:
+            cls = get_object(node.get("_target_", ""))
+        except Exception:
+            continue
+        if getattr(cls, "order_labels", False):
+            names.append(name)
+    return names
+
+
+def _check_names(group: str, names: Sequence[str]) -> None:
+    valid = list_options(group)
+    for name in names:
+        if name not in valid:
+            raise ConfigError(f"unknown {group} '{name}'; valid: {', '.join(valid)}")
+
+
+def _has_train_override(overrides: Sequence[str]) -> bool:
+    return any(o.split("=", 1)[0].lstrip("+~") == "train" for o in overrides)
+
+
+def plan(
+    models: Sequence[str] | None = None,
+    pes: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+) -> tuple[list[Cell], list[dict[str, str]]]:
+    """Every cell to run, built and checked, and the (model, pe) pairs skipped with the reason.
+
+    Names given explicitly must exist, and every explicitly named scheme must fit at least one
+    model; otherwise ``ConfigError`` names the mismatch. With no names, every option is tried.
+    """
+    for group, names in (("model", models), ("pe", pes), ("task", tasks)):
+        if names:
+            _check_names(group, names)
+    model_names = list(models or list_options("model"))
+    pe_names = list(pes or list_options("pe"))
+    task_names = list(tasks or order_tasks())
+    if not task_names:
+        raise ConfigError("no order task in the config tree (a task class with order_labels = True)")
+    base = [] if _has_train_override(overrides) else [f"train={TRAIN_OPTION}"]
+    cells, skipped = [], []
+    for model in model_names:
+        probe = compose([f"model={model}", *base, *overrides])
+        modes = [True, False] if "causal" in probe.model else [None]
+        for pe in pe_names:
+            reason = None
+            for task in task_names:
+                try:
+                    built = []
+                    for causal in modes:
+                        extra = [] if causal is None else [f"model.causal={str(causal).lower()}"]
+                        cfg = compose([f"model={model}", f"pe={pe}", f"task={task}", *base, *overrides, *extra])
+                        setup = build(cfg)
+                        attention = "causal" if getattr(setup.model, "causal", False) else "bidirectional"
+                        built.append(Cell(model, attention, pe, task, setup))
+                    cells.extend(built)
+                    reason = None
+                    break
+                except ConfigError as e:
+                    reason = f"{task}: {e}"
+            if reason is not None:
+                skipped.append({"model": model, "pe": pe, "reason": reason})
+    if pes:
+        for pe in pes:
+            if not any(c.pe == pe for c in cells):
+                why = "; ".join(f"{s['model']}: {s['reason']}" for s in skipped if s["pe"] == pe)
+                raise ConfigError(f"pe '{pe}' does not fit model {', '.join(model_names)} ({why})")
+    if not cells:
+        raise ConfigError("no model and scheme fit together; see `posenc list model` and `posenc list pe`")
+    return cells, skipped
+
+
+def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> dict[str, Any]:
+    """The permutation scores and the order-task accuracy of the cell's model as it is now."""
+    setup = cell.setup
+    x, y = setup.task.eval_windows(setup.train.seq_len, setup.eval.max_windows)
+    scores = permutation_test(setup.model, x, permutations, torch.Generator().manual_seed(seed),
+                              batch_size=setup.eval.batch_size)
+    accuracy = evaluate(setup.model, x, y, batch_size=setup.eval.batch_size, device=device)["accuracy"]
+    row = scores.as_dict()
+    row["invariant"] = scores.equivariance_residual <= INVARIANCE_TOL
+    row["accuracy"] = accuracy
+    row["chance"] = float(getattr(setup.task, "chance_accuracy", float("nan")))
+    return row
+
+
+def run(
+    cells: list[Cell],
+    skipped: list[dict[str, str]],
+    *,
+    permutations: int,
+    results_root: Path,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, RunDir]:
+    """Measure at init, train, measure again; write the table, a plot and the summary."""
+    if permutations < 1:
+        raise ConfigError(f"--permutations must be >= 1, got {permutations}")
+    config = {"permutations": permutations, "cells": {c.label: c.setup.config for c in cells}, "skipped": skipped}
+    run_dir = RunDir.create(results_root, "order", config)
+    rows = []
+    try:
+        for cell in cells:
+            setup = cell.setup
+            device = resolve_device(setup.train.device)
+            setup.model.to(device)
+            head = {"model": cell.model, "attention": cell.attention, "pe": cell.pe, "task": cell.task}
+            rows.append({**head, "phase": "init", **measure(cell, permutations, device, setup.seed)})
+            task, seq_len = setup.task, setup.train.seq_len
+            started = time.perf_counter()
+            with (progress(cell.label, setup.train.steps) if progress else nullcontext()) as on_log:
+                result = train(setup.model, lambda b, g, t=task, s=seq_len: t.train_batch(b, s, g), setup.train,
+                               seed=setup.seed, on_log=lambda r, h=head: (run_dir.log({**h, **r}),
+                                                                           on_log(r) if on_log else None))
+            rows.append({**head, "phase": "trained", **measure(cell, permutations, device, setup.seed),
+                         "train_loss": result.train_loss, "train_seconds": time.perf_counter() - started})
+            write_table(pd.DataFrame(rows), run_dir.path, "order")
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    table = pd.DataFrame(rows)
+    write_table(table, run_dir.path, "order")
+    plot(table, run_dir.path / "order.png")
+    run_dir.update_summary(status="completed", run_dir=str(run_dir.path), rows=len(table), skipped=skipped,
+                           invariance_tolerance=INVARIANCE_TOL)
+    return table, run_dir
+
+
+def plot(table: pd.DataFrame, path: Path) -> None:
+    """Equivariance residual (log) and order-task accuracy per cell, at init and trained."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.pe}\n{r.attention}\n{r.model}" for r in table[table.phase == "init"].itertuples()]
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(labels)), 4.5))
+    width = 0.4
+    for i, phase in enumerate(("init", "trained")):
+        part = table[table.phase == phase]
+        xs = [j + (i - 0.5) * width for j in range(len(part))]
+        axes[0].bar(xs, part.equivariance_residual.clip(lower=1e-12), width, label=phase)
+        axes[1].bar(xs, part.accuracy, width, label=phase)
+    axes[0].set_yscale("log")
+    axes[0].axhline(INVARIANCE_TOL, color="k", ls="--", lw=1, label=f"invariance tolerance {INVARIANCE_TOL:g}")
+    axes[0].set_title("‖f(Px) − P·f(x)‖ / ‖f(x)‖ (max over permutations)")
+    chance = table.chance.dropna()
+    if len(chance):
+        axes[1].axhline(float(chance.iloc[0]), color="k", ls="--", lw=1, label="chance")
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_title("order-task accuracy")
+    for ax in axes:
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    write_png(fig, path)
