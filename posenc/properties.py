@@ -44,6 +44,7 @@ class Measurement:
     tolerance: float
     at_most: bool = True
     note: str = ""
+    kind: str = ""  # which figure it belongs to: c4_shift, c9_relative, ...
     curves: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -51,6 +52,10 @@ class Measurement:
         if not math.isfinite(self.measured):
             return False
         return self.measured <= self.tolerance if self.at_most else self.measured >= self.tolerance
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def grid_positions(side: int, offset: int = 0) -> torch.Tensor:
@@ -92,7 +97,7 @@ def shift_fit(pe: PositionScheme, deltas: list[int], far: int = 3_000_017) -> Me
     The window holds every position below 512 and every 1031st up to 2^20 (a grid of such
     coordinates in 2D, shifted by (Δ, 2Δ)); the far window is the same shifted by ``far``.
     Measured: the largest relative residual ‖E(P+Δ) − E(P)·M_Δ‖ / ‖E(P+Δ)‖ over both windows
-    and every Δ. Tolerance 1e-5: the table is float32 (≈ 1e-7 relative rounding).
+    and every Δ, and ‖M_Δ − M_Δ,far‖ / ‖M_Δ‖ with M_Δ,far fitted on the far window. Tolerance 1e-5: the table is float32 (≈ 1e-7 relative rounding).
     """
     near = _shift_window(pe.ndim)
     distant = near + far
@@ -109,11 +114,12 @@ def shift_fit(pe: PositionScheme, deltas: list[int], far: int = 3_000_017) -> Me
         m_far = torch.linalg.lstsq(xf, yf, driver="gelsd").solution
         rows.append((delta, in_window, far_window, float((m - m_far).norm() / m.norm())))
         matrices[delta] = m
-        worst = max(worst, in_window, far_window)
+        worst = max(worst, in_window, far_window, rows[-1][3])
     return Measurement(
         "C4", "PE(pos+Δ) = M_Δ·PE(pos): M_Δ fitted near 0 holds far away", worst, 1e-5,
         note=f"Δ ∈ {deltas}, {len(near)} positions, far window +{far}",
         curves={"rows": rows, "matrix": matrices[deltas[-1]], "delta": deltas[-1]},
+        kind="c4_shift",
     )
 
 
@@ -155,10 +161,11 @@ def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *
     offset = (pos[:, 1] - pos[:, 0]) if pe.ndim == 1 else (pos[:, 1] - pos[:, 0]).abs().sum(-1)
     name = "(Δrow, Δcol)" if pe.ndim == 2 else "n − m"
     return Measurement(
-        "C9", f"⟨R_m q, R_n k⟩ depends only on {name} ({str(dtype).replace('torch.', '')})",
+        "C9", f"⟨R_m q, R_n k⟩ depends only on {name} ({_dtype_name(dtype)})",
         float(err.max()), 8 * EPS32 * 2 * top,
         note=f"{n} random q, k, positions and shifts below {top}",
-        curves={"offset": offset.numpy(), "error": err.numpy()},
+        curves={"offset": offset.numpy(), "error": err.numpy(), "dtype": _dtype_name(dtype)},
+        kind="c9_relative",
     )
 
 
@@ -173,7 +180,8 @@ def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, 
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(n, head_dim, generator=g, dtype=torch.float64).to(dtype)
     k = torch.randn(n, head_dim, generator=g, dtype=torch.float64).to(dtype)
-    pos = _random_positions(pe, n, top, g)[:, :1].expand(*(n, 2) + tuple(_random_positions(pe, 1, 1, g).shape[2:]))
+    pos = _random_positions(pe, n, top, g)
+    pos = pos[:, :1].expand_as(pos)  # q and k rows at the same position m
     qq = torch.stack((q, k), 1)[:, None]  # (n, 1, 2, h_d): both rows at the same position
     with torch.no_grad():
         rq, rk = pe.rotate_qk(qq, qq, pe.rotation(pos, dtype))
@@ -181,9 +189,10 @@ def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, 
     ratio = ratio / (q.double().norm(dim=-1) * k.double().norm(dim=-1))
     err = (ratio - 1).abs()
     return Measurement(
-        "C9", f"rotation keeps norms: ‖R_m q‖‖R_m k‖ = ‖q‖‖k‖ ({str(dtype).replace('torch.', '')})",
+        "C9", f"rotation keeps norms: ‖R_m q‖‖R_m k‖ = ‖q‖‖k‖ ({_dtype_name(dtype)})",
         float(err.max()), 1e-5, note=f"{n} random q, k, positions below {top}",
-        curves={"position": pos[:, 0].reshape(n, -1)[:, 0].numpy(), "error": err.numpy()},
+        curves={"position": pos[:, 0].reshape(n, -1)[:, 0].numpy(), "error": err.numpy(), "dtype": _dtype_name(dtype)},
+        kind="c9_norm",
     )
 
 
@@ -212,7 +221,7 @@ def values_untouched(pe: PositionScheme, head_dim: int, *, attention: type[Atten
         ref = attn.o((weights @ v).transpose(1, 2).reshape(1, s, n_heads * head_dim))  # (1, s, d)
     err = float((out - ref).abs().max() / ref.abs().max())
     return Measurement("C9", "only Q and K rotate: attention output uses V unrotated", err, 1e-5,
-                       note=f"posenc Attention, {n_heads} heads, {s} tokens")
+                       note=f"posenc Attention, {n_heads} heads, {s} tokens", kind="c9_values")
 
 
 def bias_offset_only(pe: PositionScheme, *, count: int = 48) -> Measurement:
@@ -244,7 +253,7 @@ def bias_offset_only(pe: PositionScheme, *, count: int = 48) -> Measurement:
     worst = max(float(spread(values).max()) / scale, float(spread(flags).max()))
     return Measurement("C8", "bias(i, j) depends only on i − j" + (" (Δrow, Δcol)" if pe.ndim == 2 else ""),
                        worst, 1e-6, note=f"{s} positions, {bias.shape[0]} heads",
-                       curves={"bias": bias[0].numpy()})
+                       curves={"bias": bias[0].numpy()}, kind="c8_bias")
 
 
 # --------------------------------------------------------------------------------------- C10
@@ -286,7 +295,7 @@ def long_term_decay(pe: PositionScheme, head_dim: int, *, max_distance: int = 10
     ratio = float(bound[max_distance // 2 :].mean() / bound[0])
     return Measurement("C10", "long-term decay: mean bound over Δ∈[D/2,D] / bound(0)", ratio, 0.5,
                        note=f"RoFormer §3.4.3, D={max_distance}, {len(thetas)} frequencies",
-                       curves={"distance": distances.numpy(), "bound": bound.numpy()})
+                       curves={"distance": distances.numpy(), "bound": bound.numpy()}, kind="c10_decay")
 
 
 def periodicity(pe: PositionScheme, head_dim: int, *, max_distance: int = 4096, eps: float = 0.05) -> Measurement:
@@ -310,4 +319,4 @@ def periodicity(pe: PositionScheme, head_dim: int, *, max_distance: int = 4096, 
     return Measurement("C10", "periodicity: all frequencies together never return (min r(Δ), Δ ≤ D)",
                        measured, eps, at_most=False,
                        note=f"θ_0={float(thetas[0]):.4g} returns at Δ={first}; D={max_distance}",
-                       curves={"distance": distances.numpy(), "one": one.numpy(), "all": every.numpy()})
+                       curves={"distance": distances.numpy(), "one": one.numpy(), "all": every.numpy()}, kind="c10_periodicity")

@@ -1,0 +1,42 @@
+"""``posenc check``: numeric checks of the seed's mathematics (C4, C8/C9, C10) on every scheme."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.common import Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
+from cli.order import split
+
+
+def check(
+    pe: Annotated[str | None, typer.Option(help="Comma list of schemes. Default: every scheme in the tree.")] = None,
+    model: Annotated[str | None, typer.Option(help="Comma list of models a scheme is built with. Default: all.")] = None,
+    seed: Seed = None,
+    results_dir: ResultsDir = None,
+    quiet: Quiet = False,
+    overrides: Overrides = None,
+) -> None:
+    """Measure what the theory claims (sinusoidal shift, RoPE relative invariance and norms,
+    V untouched, bias depends only on i − j, long-term decay, periodicity) against stated
+    tolerances. Writes check.csv/.md and a PNG per check. Exit status 1 when a check fails, so
+    it doubles as a self-test of a torch build or device.
+
+    Example: posenc check --pe rope,sinusoidal pe.base=500000
+    """
+    with user_errors():
+        from experiments.check import plan, run
+        from posenc.results import results_root
+
+        schemes, skipped = plan(split(pe), split(model), list(overrides or []), seed or 0)
+        table, run_dir = run(schemes, skipped, results_root=results_root(results_dir), seed=seed or 0,
+                             config={"overrides": list(overrides or [])})
+    shown = table if not quiet else table[~table.passed]
+    if len(shown):
+        console.print(shown.drop(columns=["note"]).to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
+    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
+    failed = int((~table.passed).sum())
+    if failed:
+        raise fail(f"{failed} of {len(table)} checks failed", code=1)
+    console.print(f"all {len(table)} checks passed", highlight=False)

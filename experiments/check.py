@@ -1,0 +1,245 @@
+"""Protocol ``check`` (properties): the seed's mathematics measured on every scheme in the tree.
+
+Schemes come from the config tree and are picked for a check by what they do, never by name:
+
+* fixed embeddings (``adds_embedding``, no trainable parameter, no table length): C4 shift;
+* rotations (``rotates_qk``): C9 relative invariance in float32 and float64 (1D offsets or
+  (Δrow, Δcol) for ``ndim`` 2), norm preservation, V untouched; for 1D, C10 decay and
+  periodicity;
+* biases (``adds_bias``): the bias depends only on the offset.
+
+A scheme is built with the first model option whose config it composes and instantiates with
+(a ``ConfigError`` means it does not fit that model). The table has one row per measured number
+with its tolerance and pass/fail; a PNG per check goes to the run directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+
+from posenc import properties as props
+from posenc.config import compose, instantiate, list_options
+from posenc.errors import ConfigError
+from posenc.pe.base import PositionScheme
+from posenc.results import RunDir, write_png, write_table
+
+SHIFT_DELTAS = [1, 3, 17, 100]
+
+
+@dataclass
+class Scheme:
+    name: str
+    model: str
+    pe: PositionScheme
+    head_dim: int | None
+
+
+def head_dim_of(pe: PositionScheme, cfg: DictConfig) -> int | None:
+    """The per-head width a rotating scheme acts on: its own ``head_dim``, else d_model / n_heads."""
+    if getattr(pe, "head_dim", None):
+        return int(pe.head_dim)
+    model = cfg.get("model", {})
+    if "d_model" in model and "n_heads" in model:
+        return int(model.d_model) // int(model.n_heads)
+    return None
+
+
+def plan(pes: Sequence[str] | None = None, models: Sequence[str] | None = None,
+         overrides: Sequence[str] = (), seed: int = 0) -> tuple[list[Scheme], list[dict[str, str]]]:
+    """Build every scheme to check; an explicitly named one that builds with no model is an error."""
+    valid_pe, valid_model = list_options("pe"), list_options("model")
+    for group, names, valid in (("pe", pes, valid_pe), ("model", models, valid_model)):
+        for name in names or ():
+            if name not in valid:
+                raise ConfigError(f"unknown {group} '{name}'; valid: {', '.join(valid)}")
+    schemes, skipped = [], []
+    for name in pes or list(valid_pe):
+        reasons = []
+        for model in models or list(valid_model):
+            try:
+                cfg = compose([f"model={model}", f"pe={name}", *overrides])
+                torch.manual_seed(seed)
+                pe = instantiate(cfg.pe, "pe")
+            except ConfigError as e:
+                reasons.append(f"{model}: {e}")
+                continue
+            schemes.append(Scheme(name, model, pe, head_dim_of(pe, cfg)))
+            break
+        else:
+            if pes:
+                raise ConfigError(f"pe '{name}' does not build with model {', '.join(models or valid_model)} "
+                                  f"({'; '.join(reasons)})")
+            skipped.append({"pe": name, "reason": "; ".join(reasons)})
+    return schemes, skipped
+
+
+def is_fixed_embedding(pe: PositionScheme) -> bool:
+    """An embedding that is a fixed function of position (C4 is claimed for those only)."""
+    return pe.adds_embedding and pe.max_positions is None and not any(p.requires_grad for p in pe.parameters())
+
+
+def measurements(scheme: Scheme, seed: int = 0) -> list[props.Measurement]:
+    """Every check that applies to one scheme."""
+    pe, out = scheme.pe, []
+    if is_fixed_embedding(pe):
+        out.append(props.shift_fit(pe, SHIFT_DELTAS))
+    if pe.rotates_qk:
+        if scheme.head_dim is None:
+            raise ConfigError(f"pe '{scheme.name}': cannot tell its head dimension (no head_dim, no model.d_model)")
+        top = 1024 if pe.ndim == 1 else 64
+        for dtype in (torch.float32, torch.float64):
+            out.append(props.relative_invariance(pe, scheme.head_dim, dtype, top=top, seed=seed))
+        for dtype in (torch.float32, torch.float64):
+            out.append(props.norm_preservation(pe, scheme.head_dim, dtype, top=top, seed=seed + 1))
+        out.append(props.values_untouched(pe, scheme.head_dim, seed=seed + 2))
+        if pe.ndim == 1:
+            out.append(props.long_term_decay(pe, scheme.head_dim))
+            out.append(props.periodicity(pe, scheme.head_dim))
+    if pe.adds_bias:
+        out.append(props.bias_offset_only(pe))
+    return out
+
+
+def run(schemes: list[Scheme], skipped: list[dict[str, str]], *, results_root: Path, seed: int = 0,
+        config: dict | None = None) -> tuple[pd.DataFrame, RunDir]:
+    """Measure, write check.csv/.md, one PNG per check, and the summary (``passed`` overall)."""
+    run_dir = RunDir.create(results_root, "check", {**(config or {}), "schemes": {s.name: s.model for s in schemes},
+                                                    "seed": seed, "skipped": skipped})
+    try:
+        results = [(s, m) for s in schemes for m in measurements(s, seed)]
+        table = pd.DataFrame([{
+            "claim": m.claim, "check": m.check, "pe": s.name, "measured": m.measured,
+            "criterion": "≤" if m.at_most else "≥", "tolerance": m.tolerance, "passed": m.passed, "note": m.note,
+        } for s, m in results])
+        write_table(table, run_dir.path, "check")
+        figures = plot(results, run_dir.path)
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    n_failed = int((~table.passed).sum()) if len(table) else 0
+    capabilities = {"fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
+                    "rotates_qk (C9, C10)": any(s.pe.rotates_qk for s in schemes),
+                    "rotates_qk, ndim 2 (C9 2D)": any(s.pe.rotates_qk and s.pe.ndim == 2 for s in schemes),
+                    "adds_bias (C8)": any(s.pe.adds_bias for s in schemes)}
+    run_dir.update_summary(status="completed", run_dir=str(run_dir.path), checks=len(table), failed=n_failed,
+                           passed=n_failed == 0, figures=figures, skipped=skipped,
+                           not_checked=[k for k, v in capabilities.items() if not v])
+    return table, run_dir
+
+
+def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:
+    """One PNG per kind of check that ran; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_kind: dict[str, list[tuple[Scheme, props.Measurement]]] = {}
+    for s, m in results:
+        by_kind.setdefault(m.kind, []).append((s, m))
+    written = []
+    for kind, items in by_kind.items():
+        fig = _FIGURES[kind](plt, items)
+        fig.suptitle(f"{items[0][1].claim}: {_TITLES[kind]}", fontsize=10)
+        fig.tight_layout()
+        write_png(fig, folder / f"{kind}.png")
+        written.append(f"{kind}.png")
+    return written
+
+
+_TITLES = {
+    "c4_shift": "sinusoidal shift PE(pos+Δ) = M_Δ·PE(pos)",
+    "c9_relative": "⟨R_m q, R_n k⟩ depends only on the offset",
+    "c9_norm": "rotation keeps ‖q‖·‖k‖",
+    "c9_values": "only Q and K rotate",
+    "c8_bias": "bias depends only on i − j",
+    "c10_decay": "long-term decay of the relative upper bound (RoFormer §3.4.3)",
+    "c10_periodicity": "one frequency returns, all frequencies together do not",
+}
+
+
+def _shift_figure(plt, items):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for s, m in items:
+        rows = m.curves["rows"]
+        deltas = [r[0] for r in rows]
+        axes[0].plot(deltas, [r[1] for r in rows], "o-", label=f"{s.name}: fitted window")
+        axes[0].plot(deltas, [r[2] for r in rows], "s--", label=f"{s.name}: far window")
+        axes[0].plot(deltas, [r[3] for r in rows], "^:", label=f"{s.name}: ‖M_near − M_far‖/‖M‖")
+    axes[0].axhline(items[0][1].tolerance, color="k", lw=1, label="tolerance")
+    axes[0].set(xscale="log", yscale="log", xlabel="Δ", ylabel="relative residual")
+    axes[0].legend(fontsize=7)
+    m = items[0][1]
+    im = axes[1].imshow(m.curves["matrix"][:16, :16].abs().numpy(), cmap="viridis")  # 2x2 blocks show
+    axes[1].set_title(f"|M_Δ| fitted for {items[0][0].name}, Δ={m.curves['delta']} (first 16 dims)", fontsize=9)
+    fig.colorbar(im, ax=axes[1])
+    return fig
+
+
+def _scatter_figure(x_key: str, x_label: str):
+    def figure(plt, items):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for s, m in items:
+            ax.scatter(m.curves[x_key], m.curves["error"].clip(1e-18), s=2, label=f"{s.name} ({m.curves['dtype']})")
+        for tol in sorted({m.tolerance for _, m in items}):
+            ax.axhline(tol, color="k", lw=1)
+        ax.set(yscale="log", xlabel=x_label, ylabel="error / (‖q‖‖k‖)")
+        ax.legend(fontsize=7, markerscale=4)
+        return fig
+    return figure
+
+
+def _bar_figure(plt, items):
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar([s.name for s, _ in items], [max(m.measured, 1e-18) for _, m in items])
+    ax.axhline(items[0][1].tolerance, color="k", lw=1, label="tolerance")
+    ax.set(yscale="log", ylabel="max |difference| / max |output|")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _bias_figure(plt, items):
+    fig, axes = plt.subplots(1, len(items), figsize=(3.5 * len(items), 3.5), squeeze=False)
+    for ax, (s, m) in zip(axes[0], items):
+        im = ax.imshow(m.curves["bias"], cmap="coolwarm")
+        ax.set_title(f"{s.name}, head 0 (spread {m.measured:.1e})", fontsize=8)
+        fig.colorbar(im, ax=ax)
+    return fig
+
+
+def _decay_figure(plt, items):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s, m in items:
+        ax.plot(m.curves["distance"], m.curves["bound"], label=f"{s.name} (ratio {m.measured:.2f})")
+    ax.set(xlabel="relative distance Δ", ylabel="(1/(d/2)) Σ_j |S_j|")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _periodicity_figure(plt, items):
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for s, m in items:
+        d = m.curves["distance"]
+        ax.plot(d, m.curves["one"], lw=0.6, alpha=0.6, label=f"{s.name}: fastest frequency alone")
+        ax.plot(d, m.curves["all"], lw=1, label=f"{s.name}: all frequencies")
+    ax.axhline(items[0][1].tolerance, color="k", lw=1, ls="--", label="return threshold ε")
+    ax.set(xscale="log", xlabel="Δ", ylabel="r(Δ) = rms |e^{iΔθ} − 1| / 2")
+    ax.legend(fontsize=7)
+    return fig
+
+
+_FIGURES = {
+    "c4_shift": _shift_figure,
+    "c9_relative": _scatter_figure("offset", "offset n − m (|Δrow| + |Δcol| in 2D)"),
+    "c9_norm": _scatter_figure("position", "position m"),
+    "c9_values": _bar_figure,
+    "c8_bias": _bias_figure,
+    "c10_decay": _decay_figure,
+    "c10_periodicity": _periodicity_figure,
+}
