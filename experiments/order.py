@@ -83,6 +83,19 @@ def _has_train_override(overrides: Sequence[str]) -> bool:
     return any(o.split("=", 1)[0].lstrip("+~") == "train" for o in overrides)
 
 
+def _cells(model: str, pe: str, task: str, overrides: Sequence[str]) -> list[Cell]:
+    """The built cells of one model, scheme and task: with and without the causal mask when the
+    model has a ``causal`` key, else the model as configured."""
+    names = [f"model={model}", f"pe={pe}", f"task={task}", *overrides]
+    modes = [True, False] if "causal" in compose(names).model else [None]
+    cells = []
+    for causal in modes:
+        setup = build(compose([*names, *([] if causal is None else [f"model.causal={str(causal).lower()}"])]))
+        attention = "causal" if getattr(setup.model, "causal", False) else "bidirectional"
+        cells.append(Cell(model, attention, pe, task, setup))
+    return cells
+
+
 def plan(
     models: Sequence[str] | None = None,
     pes: Sequence[str] | None = None,
@@ -99,32 +112,27 @@ def plan(
             _check_names(group, names)
     model_names = list(models or list_options("model"))
     pe_names = list(pes or list_options("pe"))
-    task_names = list(tasks or order_tasks())
+    order_task_names = order_tasks()
+    for task in tasks or ():
+        if task not in order_task_names:
+            raise ConfigError(f"task '{task}' is not an order task (labels that depend only on order); "
+                              f"order tasks: {', '.join(order_task_names) or 'none'}")
+    task_names = list(tasks or order_task_names)
     if not task_names:
         raise ConfigError("no order task in the config tree (a task class with order_labels = True)")
     base = [] if _has_train_override(overrides) else [f"train={TRAIN_OPTION}"]
     cells, skipped = [], []
     for model in model_names:
-        probe = compose([f"model={model}", *base, *overrides])
-        modes = [True, False] if "causal" in probe.model else [None]
         for pe in pe_names:
-            reason = None
-            for task in task_names:
+            reasons = []
+            for task in task_names:  # the first order task the model fits
                 try:
-                    built = []
-                    for causal in modes:
-                        extra = [] if causal is None else [f"model.causal={str(causal).lower()}"]
-                        cfg = compose([f"model={model}", f"pe={pe}", f"task={task}", *base, *overrides, *extra])
-                        setup = build(cfg)
-                        attention = "causal" if getattr(setup.model, "causal", False) else "bidirectional"
-                        built.append(Cell(model, attention, pe, task, setup))
-                    cells.extend(built)
-                    reason = None
+                    cells.extend(_cells(model, pe, task, [*base, *overrides]))
                     break
                 except ConfigError as e:
-                    reason = f"{task}: {e}"
-            if reason is not None:
-                skipped.append({"model": model, "pe": pe, "reason": reason})
+                    reasons.append(f"{task}: {e}")
+            else:
+                skipped.append({"model": model, "pe": pe, "reason": "; ".join(reasons)})
     if pes:
         for pe in pes:
             if not any(c.pe == pe for c in cells):

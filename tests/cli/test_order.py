@@ -1,0 +1,49 @@
+"""`posenc order` end to end on a tiny model, and its user mistakes."""
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+
+TINY = ["model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.mlp_hidden=32",
+        "train.batch_size=8", "train.seq_len=8", "train.warmup_steps=1", "eval.max_windows=16"]
+
+
+def invoke(tmp_path, *args):
+    return CliRunner().invoke(app, ["order", "--results-dir", str(tmp_path / "res"), "-q", *args])
+
+
+def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(tmp_path):
+    result = invoke(tmp_path, "--pe", "nope,rope", "--steps", "3", "-k", "2", *TINY)
+    assert result.exit_code == 0, result.output
+    (run,) = (tmp_path / "res" / "runs").iterdir()
+    for name in ("order.csv", "order.md", "order.png", "summary.json", "config.yaml", "metrics.jsonl"):
+        assert (run / name).is_file(), name
+    table = pd.read_csv(run / "order.csv")
+    assert len(table) == 8  # {nope, rope} x {causal, bidirectional} x {init, trained}
+    cell = table.set_index(["pe", "attention", "phase"])
+    for phase in ("init", "trained"):
+        nope = cell.loc[("nope", "bidirectional", phase)]
+        assert nope.invariant and nope.equivariance_residual < 1e-5
+        assert nope.pooled_max_abs_delta < 1e-5 and nope.pooled_pred_changed == 0
+        assert not cell.loc[("rope", "bidirectional", phase)].invariant
+        assert not cell.loc[("nope", "causal", phase)].invariant  # the causal mask alone leaks order
+        assert cell.loc[("nope", "causal", phase)].equivariance_residual > 1e-2
+    assert (table.chance == 0.5).all() and table.accuracy.between(0, 1).all()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--pe", "nope,foo"], ["unknown pe 'foo'", "rope"]),
+    (["--model", "vit_nonexistent"], ["unknown model 'vit_nonexistent'", "lm_tiny"]),
+    (["--pe", "nope", "pe.ndim=2"], ["pe 'nope' does not fit", "2D scheme"]),
+    (["--pe", "nope", "-k", "0"], ["--permutations must be >= 1"]),
+    (["--pe", "nope", "--task", "text"], ["task 'text' is not an order task", "order"]),
+    (["--pe", "learned", "pe.max_len=4"], ["pe 'learned' does not fit", "pe.max_len"]),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, words):
+    result = invoke(tmp_path, *args, *TINY)
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and all(w in line for w in words), line
+    assert not (tmp_path / "res").exists()
