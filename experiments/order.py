@@ -16,6 +16,7 @@ tolerance, accuracy against the task's stated chance level.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -152,8 +153,12 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     accuracy = evaluate(setup.model, x, y, batch_size=setup.eval.batch_size, device=device)["accuracy"]
     row = scores.as_dict()
     row["invariant"] = scores.equivariance_residual <= INVARIANCE_TOL
+    chance = float(getattr(setup.task, "chance_accuracy", float("nan")))
     row["accuracy"] = accuracy
-    row["chance"] = float(getattr(setup.task, "chance_accuracy", float("nan")))
+    row["chance"] = chance
+    # one-sided 95% binomial bound: above it, the model read the order (not luck on n examples)
+    row["chance_95"] = chance + 1.645 * math.sqrt(chance * (1 - chance) / len(y))
+    row["above_chance"] = accuracy > row["chance_95"]
     return row
 
 
