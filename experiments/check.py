@@ -15,7 +15,8 @@ with its tolerance and pass/fail; a PNG per check goes to the run directory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,25 +85,40 @@ def is_fixed_embedding(pe: PositionScheme) -> bool:
     return pe.adds_embedding and pe.max_positions is None and not any(p.requires_grad for p in pe.parameters())
 
 
-def measurements(scheme: Scheme, seed: int = 0) -> list[props.Measurement]:
-    """Every check that applies to one scheme."""
-    pe, out = scheme.pe, []
+def planned(scheme: Scheme, seed: int = 0) -> list[tuple[str, str, Callable[[], props.Measurement]]]:
+    """(claim, kind, measure) for every check that applies to one scheme, by its capabilities."""
+    pe, h = scheme.pe, scheme.head_dim
+    calls: list[tuple[str, str, Callable[[], props.Measurement]]] = []
     if is_fixed_embedding(pe):
-        out.append(props.shift_fit(pe, SHIFT_DELTAS))
+        calls.append(("C4", "c4_shift", lambda: props.shift_fit(pe, SHIFT_DELTAS)))
     if pe.rotates_qk:
-        if scheme.head_dim is None:
+        if h is None:
             raise ConfigError(f"pe '{scheme.name}': cannot tell its head dimension (no head_dim, no model.d_model)")
         top = 1024 if pe.ndim == 1 else 64
         for dtype in (torch.float32, torch.float64):
-            out.append(props.relative_invariance(pe, scheme.head_dim, dtype, top=top, seed=seed))
+            calls.append(("C9", "c9_relative",
+                          lambda dtype=dtype: props.relative_invariance(pe, h, dtype, top=top, seed=seed)))
         for dtype in (torch.float32, torch.float64):
-            out.append(props.norm_preservation(pe, scheme.head_dim, dtype, top=top, seed=seed + 1))
-        out.append(props.values_untouched(pe, scheme.head_dim, seed=seed + 2))
+            calls.append(("C9", "c9_norm",
+                          lambda dtype=dtype: props.norm_preservation(pe, h, dtype, top=top, seed=seed + 1)))
+        calls.append(("C9", "c9_values", lambda: props.values_untouched(pe, h, seed=seed + 2)))
         if pe.ndim == 1:
-            out.append(props.long_term_decay(pe, scheme.head_dim))
-            out.append(props.periodicity(pe, scheme.head_dim))
+            calls.append(("C10", "c10_decay", lambda: props.long_term_decay(pe, h)))
+            calls.append(("C10", "c10_periodicity", lambda: props.periodicity(pe, h)))
     if pe.adds_bias:
-        out.append(props.bias_offset_only(pe))
+        calls.append(("C8", "c8_bias", lambda: props.bias_offset_only(pe)))
+    return calls
+
+
+def measurements(scheme: Scheme, seed: int = 0) -> list[props.Measurement]:
+    """Every check that applies to one scheme; one that cannot run on it fails with the reason."""
+    out = []
+    for claim, kind, measure in planned(scheme, seed):
+        try:
+            out.append(measure())
+        except Exception as e:  # the scheme breaks an assumption of the check: that is a failure too
+            out.append(props.Measurement(claim, f"{kind} could not run", float("nan"), float("nan"),
+                                         note=f"{type(e).__name__}: {e}", kind=kind))
     return out
 
 
@@ -142,7 +158,8 @@ def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[
 
     by_kind: dict[str, list[tuple[Scheme, props.Measurement]]] = {}
     for s, m in results:
-        by_kind.setdefault(m.kind, []).append((s, m))
+        if math.isfinite(m.measured):  # a check that could not run has nothing to draw
+            by_kind.setdefault(m.kind, []).append((s, m))
     written = []
     for kind, items in by_kind.items():
         fig = _FIGURES[kind](plt, items)

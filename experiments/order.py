@@ -38,7 +38,7 @@ from posenc.training import resolve_device, train
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
 TRAIN_OPTION = "order"  # configs/train/order.yaml: short sequences, a few hundred steps
 
-Progress = Callable[[str, int], AbstractContextManager[Callable[[dict[str, Any]], None] | None]]
+ProgressFactory = Callable[[str, int], AbstractContextManager[Callable[[dict[str, Any]], None] | None]]
 
 
 @dataclass
@@ -162,13 +162,22 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     return row
 
 
+def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> float:
+    """Train the cell's model on its task with the one training loop; the final train loss."""
+    setup = cell.setup
+    task, seq_len = setup.task, setup.train.seq_len
+    result = train(setup.model, lambda b, g: task.train_batch(b, seq_len, g), setup.train,
+                   seed=setup.seed, on_log=on_log)
+    return result.train_loss
+
+
 def run(
     cells: list[Cell],
     skipped: list[dict[str, str]],
     *,
     permutations: int,
     results_root: Path,
-    progress: Progress | None = None,
+    progress: ProgressFactory | None = None,
 ) -> tuple[pd.DataFrame, RunDir]:
     """Measure at init, train, measure again; write the table, a plot and the summary."""
     if permutations < 1:
@@ -183,14 +192,17 @@ def run(
             setup.model.to(device)
             head = {"model": cell.model, "attention": cell.attention, "pe": cell.pe, "task": cell.task}
             rows.append({**head, "phase": "init", **measure(cell, permutations, device, setup.seed)})
-            task, seq_len = setup.task, setup.train.seq_len
             started = time.perf_counter()
-            with (progress(cell.label, setup.train.steps) if progress else nullcontext()) as on_log:
-                result = train(setup.model, lambda b, g, t=task, s=seq_len: t.train_batch(b, s, g), setup.train,
-                               seed=setup.seed, on_log=lambda r, h=head: (run_dir.log({**h, **r}),
-                                                                           on_log(r) if on_log else None))
+            with (progress(cell.label, setup.train.steps) if progress else nullcontext()) as bar:
+
+                def log(record: dict[str, Any], head: dict[str, str] = head, bar: Any = bar) -> None:
+                    run_dir.log({**head, **record})
+                    if bar is not None:
+                        bar(record)
+
+                train_loss = train_cell(cell, log)
             rows.append({**head, "phase": "trained", **measure(cell, permutations, device, setup.seed),
-                         "train_loss": result.train_loss, "train_seconds": time.perf_counter() - started})
+                         "train_loss": train_loss, "train_seconds": time.perf_counter() - started})
             write_table(pd.DataFrame(rows), run_dir.path, "order")
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
@@ -218,6 +230,7 @@ def plot(table: pd.DataFrame, path: Path) -> None:
         xs = [j + (i - 0.5) * width for j in range(len(part))]
         axes[0].bar(xs, part.equivariance_residual.clip(lower=1e-12), width, label=phase)
         axes[1].bar(xs, part.accuracy, width, label=phase)
+    axes[1].axhline(float(table.chance_95.max()), color="grey", ls=":", lw=1, label="chance, 95% bound")
     axes[0].set_yscale("log")
     axes[0].axhline(INVARIANCE_TOL, color="k", ls="--", lw=1, label=f"invariance tolerance {INVARIANCE_TOL:g}")
     axes[0].set_title("‖f(Px) − P·f(x)‖ / ‖f(x)‖ (max over permutations)")

@@ -204,10 +204,11 @@ def values_untouched(pe: PositionScheme, head_dim: int, *, attention: type[Atten
     from its own projections, rotating only Q and K. Measured: max |difference| / max |output|;
     tolerance 1e-5 (float32 matmul rounding).
     """
-    torch.manual_seed(seed)
     n_heads = 2
-    attn = attention(n_heads * head_dim, n_heads, n_heads, head_dim)
-    x = torch.randn(1, seq_len if pe.ndim == 1 else int(math.isqrt(seq_len)) ** 2, n_heads * head_dim)
+    with torch.random.fork_rng():  # seeded weights without touching the caller's RNG
+        torch.manual_seed(seed)
+        attn = attention(n_heads * head_dim, n_heads, n_heads, head_dim)
+        x = torch.randn(1, seq_len if pe.ndim == 1 else int(math.isqrt(seq_len)) ** 2, n_heads * head_dim)
     s = x.shape[1]
     positions = _positions(pe.ndim, s)
     with torch.no_grad():

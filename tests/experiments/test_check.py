@@ -31,3 +31,17 @@ def test_a_broken_scheme_fails_in_the_table_and_the_summary(tmp_path):
     assert list(failed.check.str.contains("depends only on")) == [True, True]  # float32 and float64
     assert not run_dir.read_summary()["passed"]
     assert pd.read_csv(run_dir.path / "check.csv").shape == table.shape
+
+
+class NoRotationState(RoPE):
+    """Claims to rotate Q and K but has no rotation state to do it with."""
+
+    def rotation(self, positions, dtype):
+        return None
+
+
+def test_a_check_that_cannot_run_on_a_scheme_is_a_failed_row_not_a_crash(tmp_path):
+    table, run_dir = run([Scheme("odd", "lm_tiny", NoRotationState(16), 16)], [], results_root=tmp_path)
+    assert not table.passed.any()
+    assert table.note.str.contains("Error").any()
+    assert not run_dir.read_summary()["passed"]
