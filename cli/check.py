@@ -32,11 +32,15 @@ def check(
         schemes, skipped = plan(split(pe), split(model), list(overrides or []), seed or 0)
         table, run_dir = run(schemes, skipped, results_root=results_root(results_dir), seed=seed or 0,
                              config={"overrides": list(overrides or [])})
-    shown = table if not quiet else table[~table.passed]
+    shown = table if not quiet else table[~table.passed.astype(bool)]
     if len(shown):
         console.print(shown.drop(columns=["note"]).to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
-    failed = int((~table.passed).sum())
+    failed = int((~table.passed.astype(bool)).sum())
     if failed:
         raise fail(f"{failed} of {len(table)} checks failed", code=1)
-    console.print(f"all {len(table)} checks passed", highlight=False)
+    if len(table):
+        console.print(f"all {len(table)} checks passed", highlight=False)
+    else:
+        console.print("no check applies to these schemes (none is a fixed embedding, rotates Q and K, or adds a bias)",
+                      highlight=False)

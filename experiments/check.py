@@ -31,6 +31,7 @@ from posenc.pe.base import PositionScheme
 from posenc.results import RunDir, write_png, write_table
 
 SHIFT_DELTAS = [1, 3, 17, 100]
+COLUMNS = ["claim", "check", "pe", "measured", "criterion", "tolerance", "passed", "note"]
 
 
 @dataclass
@@ -132,13 +133,13 @@ def run(schemes: list[Scheme], skipped: list[dict[str, str]], *, results_root: P
         table = pd.DataFrame([{
             "claim": m.claim, "check": m.check, "pe": s.name, "measured": m.measured,
             "criterion": "≤" if m.at_most else "≥", "tolerance": m.tolerance, "passed": m.passed, "note": m.note,
-        } for s, m in results])
+        } for s, m in results], columns=COLUMNS)
         write_table(table, run_dir.path, "check")
         figures = plot(results, run_dir.path)
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
-    n_failed = int((~table.passed).sum()) if len(table) else 0
+    n_failed = int((~table.passed.astype(bool)).sum())
     capabilities = {"fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
                     "rotates_qk (C9, C10)": any(s.pe.rotates_qk for s in schemes),
                     "rotates_qk, ndim 2 (C9 2D)": any(s.pe.rotates_qk and s.pe.ndim == 2 for s in schemes),

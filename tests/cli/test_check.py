@@ -52,3 +52,9 @@ def test_a_scheme_that_builds_with_no_model_is_exit_2(tmp_path):
     result = invoke(tmp_path, "--pe", "rope", "pe.rotary_fraction=0.01")
     assert result.exit_code == 2 and "pe 'rope' does not build with model" in result.stderr
     assert not (tmp_path / "res").exists()
+
+
+def test_a_scheme_no_check_applies_to_is_said_and_exit_0(tmp_path):
+    result = invoke(tmp_path, "--pe", "nope,learned")
+    assert result.exit_code == 0 and "no check applies" in result.output
+    assert len(pd.read_csv(only_run(tmp_path) / "check.csv")) == 0
