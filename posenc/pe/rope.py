@@ -31,8 +31,8 @@ def rope_inv_freq(rot_dim: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """(…, s) positions -> (…, s, d/2) angles m·θ_i in float32."""
-    return positions.float()[..., None] * inv_freq.to(positions.device)
+    """(…, s) positions -> (…, s, d/2) angles m·θ_i in the dtype of ``inv_freq``."""
+    return positions.to(inv_freq.dtype)[..., None] * inv_freq.to(positions.device)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout = "half") -> torch.Tensor:
@@ -58,7 +58,8 @@ class RoPE(PositionScheme):
     """Rotary embedding for 1D positions.
 
     cos/sin of integer positions come from a table computed once per length, dtype and device
-    and grown on demand; float positions (after rescaling) are computed directly.
+    and grown on demand; float positions (after rescaling) are computed directly. Angles are
+    float32 (as in Hugging Face) unless float64 is asked for.
     """
 
     rotates_qk = True
@@ -86,12 +87,16 @@ class RoPE(PositionScheme):
         self.register_buffer("inv_freq", rope_inv_freq(rot_dim, base), persistent=False)
         self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
+    def _freqs(self, dtype: torch.dtype) -> torch.Tensor:
+        # float32 angles as Hugging Face computes them; float64 when asked, for exact checks
+        return self.inv_freq.double() if dtype == torch.float64 else self.inv_freq.float()
+
     def _table(self, length: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         key = (dtype, device)
         cached = self._tables.get(key)
         if cached is None or cached[0].shape[0] < length:
             size = max(length, 2 * cached[0].shape[0] if cached is not None else length)
-            angles = rope_angles(torch.arange(size, device=device), self.inv_freq)  # (n, r/2)
+            angles = rope_angles(torch.arange(size, device=device), self._freqs(dtype))  # (n, r/2)
             cached = ((angles.cos() * self.attention_scaling).to(dtype),
                       (angles.sin() * self.attention_scaling).to(dtype))
             self._tables[key] = cached
@@ -99,7 +104,7 @@ class RoPE(PositionScheme):
 
     def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.is_floating_point():
-            angles = rope_angles(positions, self.inv_freq)
+            angles = rope_angles(positions, self._freqs(dtype))
             return ((angles.cos() * self.attention_scaling).to(dtype),
                     (angles.sin() * self.attention_scaling).to(dtype))
         cos, sin = self._table(int(positions.max()) + 1, dtype, positions.device)
