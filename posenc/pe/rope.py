@@ -38,20 +38,21 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout = "half") -> torch.Tensor:
     """Rotate the first 2·cos.shape[-1] dims of x (b, n_h, s, h_d); cos/sin are (…, s, r/2).
 
-    Written as the 2x2 rotation of each pair, with no concatenated cos table and no
-    ``rotate_half`` copy.
+    Each pair (a, b) becomes (a·cos − b·sin, b·cos + a·sin). The pairs are viewed as an axis of
+    size 2, so the rotation is one multiply and one fused multiply-add against the pair swapped
+    by ``flip``: no concatenated cos table and no ``rotate_half`` copy.
     """
     r = 2 * cos.shape[-1]
     if cos.dim() == 3:  # (b, s, r/2) -> (b, 1, s, r/2) to broadcast over heads
         cos, sin = cos[:, None], sin[:, None]
-    rot, rest = x[..., :r], x[..., r:]
+    rot = x if r == x.shape[-1] else x[..., :r]
     if layout == "half":
-        x1, x2 = rot[..., : r // 2], rot[..., r // 2 :]
-        out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        pairs, axis = rot.unflatten(-1, (2, r // 2)), -2  # (b, n_h, s, 2, r/2): (a, b) halves
     else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+        pairs, axis = rot.unflatten(-1, (r // 2, 2)), -1  # (b, n_h, s, r/2, 2): adjacent pairs
+    signed_sin = torch.stack((-sin, sin), dim=axis)  # (…, s, 2, r/2) or (…, s, r/2, 2)
+    out = torch.addcmul(pairs * cos.unsqueeze(axis), pairs.flip(axis), signed_sin).flatten(-2)
+    return out if r == x.shape[-1] else torch.cat((out, x[..., r:]), dim=-1)
 
 
 class RoPE(PositionScheme):
