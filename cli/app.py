@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from cli.bench import bench
 from cli.list import list_
 from cli.train import train
 
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.command("train")(train)
 app.command("list")(list_)
+app.command("bench")(bench)
 
 
 def main() -> None:
