@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from cli.bench import bench
 from cli.check import check
 from cli.list import list_
 from cli.order import order
@@ -26,6 +27,7 @@ app = typer.Typer(
 )
 app.command("train")(train)
 app.command("list")(list_)
+app.command("bench")(bench)
 app.command("order")(order)
 app.command("check")(check)
 

@@ -2,21 +2,18 @@
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from cli.app import app
 
 TINY = ["model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.mlp_hidden=32",
         "train.batch_size=8", "train.seq_len=8", "train.warmup_steps=1", "eval.max_windows=16"]
 
 
-def invoke(tmp_path, *args):
-    return CliRunner().invoke(app, ["order", "--results-dir", str(tmp_path / "res"), "-q", *args])
+def invoke(cli, tmp_path, *args):
+    return cli("order", "--results-dir", tmp_path / "res", "-q", *args)
 
 
-def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(tmp_path):
-    result = invoke(tmp_path, "--pe", "nope,rope", "--steps", "3", "-k", "2", *TINY)
-    assert result.exit_code == 0, result.output
+def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(cli, tmp_path):
+    code, out, err = invoke(cli, tmp_path, "--pe", "nope,rope", "--steps", "3", "-k", "2", *TINY)
+    assert code == 0, out + err
     (run,) = (tmp_path / "res" / "runs").iterdir()
     for name in ("order.csv", "order.md", "order.png", "summary.json", "config.yaml", "metrics.jsonl"):
         assert (run / name).is_file(), name
@@ -41,9 +38,9 @@ def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(tmp_pa
     (["--pe", "nope", "--task", "text"], ["task 'text' is not an order task", "order"]),
     (["--pe", "learned", "pe.max_len=4"], ["pe 'learned' does not fit", "pe.max_len"]),
 ])
-def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, words):
-    result = invoke(tmp_path, *args, *TINY)
-    assert result.exit_code == 2, result.output
-    line = result.stderr.strip()
+def test_bad_input_is_one_line_exit_2_and_nothing_written(cli, tmp_path, args, words):
+    code, out, err = invoke(cli, tmp_path, *args, *TINY)
+    assert code == 2, out + err
+    line = err.strip()
     assert "\n" not in line and all(w in line for w in words), line
     assert not (tmp_path / "res").exists()
