@@ -40,6 +40,7 @@ class Scheme:
     model: str
     pe: PositionScheme
     head_dim: int | None
+    n_heads: int = 1  # the model's; a scheme with per-head parameters needs that many heads
 
 
 def head_dim_of(pe: PositionScheme, cfg: DictConfig) -> int | None:
@@ -71,7 +72,7 @@ def plan(pes: Sequence[str] | None = None, models: Sequence[str] | None = None,
             except ConfigError as e:
                 reasons.append(f"{model}: {e}")
                 continue
-            schemes.append(Scheme(name, model, pe, head_dim_of(pe, cfg)))
+            schemes.append(Scheme(name, model, pe, head_dim_of(pe, cfg), int(cfg.model.get("n_heads", 1) or 1)))
             break
         else:
             if pes:
@@ -88,7 +89,7 @@ def is_fixed_embedding(pe: PositionScheme) -> bool:
 
 def planned(scheme: Scheme, seed: int = 0) -> list[tuple[str, str, Callable[[], props.Measurement]]]:
     """(claim, kind, measure) for every check that applies to one scheme, by its capabilities."""
-    pe, h = scheme.pe, scheme.head_dim
+    pe, h, heads = scheme.pe, scheme.head_dim, scheme.n_heads
     calls: list[tuple[str, str, Callable[[], props.Measurement]]] = []
     if is_fixed_embedding(pe):
         calls.append(("C4", "c4_shift", lambda: props.shift_fit(pe, SHIFT_DELTAS)))
@@ -98,14 +99,14 @@ def planned(scheme: Scheme, seed: int = 0) -> list[tuple[str, str, Callable[[], 
         top = 1024 if pe.ndim == 1 else 64
         for dtype in (torch.float32, torch.float64):
             calls.append(("C9", "c9_relative",
-                          lambda dtype=dtype: props.relative_invariance(pe, h, dtype, top=top, seed=seed)))
+                          lambda dtype=dtype: props.relative_invariance(pe, h, dtype, n_heads=heads, top=top, seed=seed)))
         for dtype in (torch.float32, torch.float64):
             calls.append(("C9", "c9_norm",
-                          lambda dtype=dtype: props.norm_preservation(pe, h, dtype, top=top, seed=seed + 1)))
-        calls.append(("C9", "c9_values", lambda: props.values_untouched(pe, h, seed=seed + 2)))
+                          lambda dtype=dtype: props.norm_preservation(pe, h, dtype, n_heads=heads, top=top, seed=seed + 1)))
+        calls.append(("C9", "c9_values", lambda: props.values_untouched(pe, h, n_heads=heads, seed=seed + 2)))
         if pe.ndim == 1:
-            calls.append(("C10", "c10_decay", lambda: props.long_term_decay(pe, h)))
-            calls.append(("C10", "c10_periodicity", lambda: props.periodicity(pe, h)))
+            calls.append(("C10", "c10_decay", lambda: props.long_term_decay(pe, h, n_heads=heads)))
+            calls.append(("C10", "c10_periodicity", lambda: props.periodicity(pe, h, n_heads=heads)))
     if pe.adds_bias:
         calls.append(("C8", "c8_bias", lambda: props.bias_offset_only(pe)))
     return calls

@@ -54,23 +54,31 @@ class Cell:
         return f"{self.model}/{self.attention}/{self.pe}"
 
 
-def order_tasks() -> list[str]:
-    """Task options whose class declares ``order_labels`` (read from ``_target_``, not built)."""
+def _task_class(name: str) -> type | None:
+    """The class a task option names with ``_target_`` (imported, not built), or None."""
     import yaml
     from hydra.utils import get_object
 
     from posenc.config import config_root
 
-    names = []
-    for name in list_options("task"):
-        node = yaml.safe_load((config_root() / "task" / f"{name}.yaml").read_text()) or {}
-        try:
-            cls = get_object(node.get("_target_", ""))
-        except Exception:
-            continue
-        if getattr(cls, "order_labels", False):
-            names.append(name)
-    return names
+    node = yaml.safe_load((config_root() / "task" / f"{name}.yaml").read_text()) or {}
+    try:
+        return get_object(node.get("_target_", ""))
+    except Exception:
+        return None
+
+
+def order_tasks() -> list[str]:
+    """Task options whose class declares ``order_labels`` (read from ``_target_``, not built).
+
+    A class may make it depend on its settings (an image task whose label is "A above B" is an
+    order task, one whose label is the shape is not); the built task decides in ``_cells``.
+    """
+    return [name for name in list_options("task") if hasattr(_task_class(name), "order_labels")]
+
+
+def _is_image_task(name: str) -> bool:
+    return getattr(_task_class(name), "kind", "tokens") == "image"
 
 
 def _check_names(group: str, names: Sequence[str]) -> None:
@@ -92,6 +100,8 @@ def _cells(model: str, pe: str, task: str, overrides: Sequence[str]) -> list[Cel
     cells = []
     for causal in modes:
         setup = build(compose([*names, *([] if causal is None else [f"model.causal={str(causal).lower()}"])]))
+        if not getattr(setup.task, "order_labels", False):
+            raise ConfigError(f"task '{task}' with these settings does not label order (order_labels is false)")
         attention = "causal" if getattr(setup.model, "causal", False) else "bidirectional"
         cells.append(Cell(model, attention, pe, task, setup))
     return cells
@@ -121,14 +131,17 @@ def plan(
     task_names = list(tasks or order_task_names)
     if not task_names:
         raise ConfigError("no order task in the config tree (a task class with order_labels = True)")
-    base = [] if _has_train_override(overrides) else [f"train={TRAIN_OPTION}"]
+    # sequence tasks train with configs/train/order.yaml unless the user picked a train option;
+    # image tasks keep the default (their size comes from the task, not train.seq_len)
+    base = {t: [] if _has_train_override(overrides) or _is_image_task(t) else [f"train={TRAIN_OPTION}"]
+            for t in task_names}
     cells, skipped = [], []
     for model in model_names:
         for pe in pe_names:
             reasons = []
             for task in task_names:  # the first order task the model fits
                 try:
-                    cells.extend(_cells(model, pe, task, [*base, *overrides]))
+                    cells.extend(_cells(model, pe, task, [*base[task], *overrides]))
                     break
                 except ConfigError as e:
                     reasons.append(f"{task}: {e}")
@@ -144,16 +157,37 @@ def plan(
     return cells, skipped
 
 
+def task_data(setup: Setup) -> tuple[Callable[[int, torch.Generator], Any], tuple[torch.Tensor, torch.Tensor]]:
+    """Training batches and the evaluation set of a sequence task or an image task.
+
+    Sequence tasks (``eval_windows``) are cut at ``train.seq_len``; image tasks (``kind ==
+    "image"``, the ViT's) give one label per image and have their own resolution.
+    """
+    task, ev = setup.task, setup.eval
+    if getattr(task, "kind", "tokens") == "image":
+        return task.train_batch, task.eval_set(max_items=ev.max_windows)
+    seq_len = setup.train.seq_len
+    return (lambda b, g: task.train_batch(b, seq_len, g)), task.eval_windows(seq_len, ev.max_windows)
+
+
+def chance_of(task: Any) -> float:
+    """The accuracy of a model blind to order: the task's ``chance_accuracy``, else 1/classes."""
+    if hasattr(task, "chance_accuracy"):
+        return float(task.chance_accuracy)
+    classes = getattr(task, "num_classes", None)
+    return 1.0 / classes if classes else float("nan")
+
+
 def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> dict[str, Any]:
     """The permutation scores and the order-task accuracy of the cell's model as it is now."""
     setup = cell.setup
-    x, y = setup.task.eval_windows(setup.train.seq_len, setup.eval.max_windows)
+    x, y = task_data(setup)[1]
     scores = permutation_test(setup.model, x, permutations, torch.Generator().manual_seed(seed),
                               batch_size=setup.eval.batch_size)
     accuracy = evaluate(setup.model, x, y, batch_size=setup.eval.batch_size, device=device)["accuracy"]
     row = scores.as_dict()
     row["invariant"] = scores.equivariance_residual <= INVARIANCE_TOL
-    chance = float(getattr(setup.task, "chance_accuracy", float("nan")))
+    chance = chance_of(setup.task)
     row["accuracy"] = accuracy
     row["chance"] = chance
     # one-sided 95% binomial bound: above it, the model read the order (not luck on n examples)
@@ -165,9 +199,7 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
 def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> float:
     """Train the cell's model on its task with the one training loop; the final train loss."""
     setup = cell.setup
-    task, seq_len = setup.task, setup.train.seq_len
-    result = train(setup.model, lambda b, g: task.train_batch(b, seq_len, g), setup.train,
-                   seed=setup.seed, on_log=on_log)
+    result = train(setup.model, task_data(setup)[0], setup.train, seed=setup.seed, on_log=on_log)
     return result.train_loss
 
 

@@ -74,28 +74,27 @@ def _positions(ndim: int, count: int, offset: int = 0) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------- C4
 
 
-def _axis_values(ndim: int) -> torch.Tensor:
-    """Coordinates on one axis: every one near 0, then sparse out to 2^20, so that even the
-    slowest sinusoid (period 2π·10000 ≈ 63k) turns through many cycles inside the window and
-    M_Δ is determined in every direction (out to 65536 only, the slow columns are collinear to
-    1e-11 and the fit is noise in those directions)."""
-    near, step = (512, 1031) if ndim == 1 else (16, 32771)
-    return torch.cat((torch.arange(near), torch.arange(near, 1 << 20, step)))
-
-
 def _shift_window(ndim: int) -> torch.Tensor:
-    """(n,) or (n, 2) positions: the axis values, or the grid of them."""
-    v = _axis_values(ndim)
+    """(n,) or (n, ndim) positions: every coordinate below 512, then every 1031st out to 2^20.
+
+    The sparse part makes even the slowest sinusoid (period 2π·10000 ≈ 63k) turn through many
+    cycles inside the window, so M_Δ is determined in every direction (out to 65536 only, the
+    slow columns are collinear to 1e-11 and the fit is noise there). In 2D every axis takes all
+    these values, paired at random across axes: a grid of them would repeat too few values per
+    axis to determine the axis' columns.
+    """
+    values = torch.cat((torch.arange(512), torch.arange(512, 1 << 20, 1031)))
     if ndim == 1:
-        return v
-    return torch.stack(torch.meshgrid(v, v, indexing="ij"), -1).reshape(-1, 2)
+        return values
+    g = torch.Generator().manual_seed(0)
+    return torch.stack([values] + [values[torch.randperm(len(values), generator=g)] for _ in range(ndim - 1)], -1)
 
 
 def shift_fit(pe: PositionScheme, deltas: list[int], far: int = 3_000_017) -> Measurement:
     """C4: fit M_Δ by least squares on one window of positions, apply it to a far window.
 
-    The window holds every position below 512 and every 1031st up to 2^20 (a grid of such
-    coordinates in 2D, shifted by (Δ, 2Δ)); the far window is the same shifted by ``far``.
+    The window is ``_shift_window`` (in 2D the shift is (Δ, 2Δ)); the far window is the same
+    shifted by ``far`` on every axis.
     Measured: the largest relative residual ‖E(P+Δ) − E(P)·M_Δ‖ / ‖E(P+Δ)‖ over both windows
     and every Δ, and ‖M_Δ − M_Δ,far‖ / ‖M_Δ‖ with M_Δ,far fitted on the far window. Tolerance 1e-5: the table is float32 (≈ 1e-7 relative rounding).
     """
@@ -127,12 +126,19 @@ def shift_fit(pe: PositionScheme, deltas: list[int], far: int = 3_000_017) -> Me
 
 
 def _rotate_pair(pe: PositionScheme, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """⟨R_m q, R_n k⟩ for (n, h_d) q, k and (n, 2[, ndim]) positions [m, n] -> (n,) scores."""
-    dtype = q.dtype
-    qq = torch.stack((q, torch.zeros_like(q)), 1)[:, None]  # (n, 1, 2, h_d): q at row 0
-    kk = torch.stack((torch.zeros_like(k), k), 1)[:, None]  # (n, 1, 2, h_d): k at row 1
-    rq, rk = pe.rotate_qk(qq, kk, pe.rotation(positions, dtype))
-    return (rq[:, 0, 0] * rk[:, 0, 1]).sum(-1)
+    """⟨R_m q, R_n k⟩ for (n, n_h, h_d) q, k and (n, 2[, ndim]) positions [m, n] -> (n, n_h)."""
+    qq = torch.stack((q, torch.zeros_like(q)), 2)  # (n, n_h, 2, h_d): q at row 0
+    kk = torch.stack((torch.zeros_like(k), k), 2)  # (n, n_h, 2, h_d): k at row 1
+    rq, rk = pe.rotate_qk(qq, kk, pe.rotation(positions, q.dtype))
+    return (rq[:, :, 0] * rk[:, :, 1]).sum(-1)
+
+
+def _random_qk(n: int, n_heads: int, head_dim: int, dtype: torch.dtype,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random (n, n_h, h_d) queries and keys, drawn in float64 so both dtypes see the same ones."""
+    q = torch.randn(n, n_heads, head_dim, generator=generator, dtype=torch.float64)
+    k = torch.randn(n, n_heads, head_dim, generator=generator, dtype=torch.float64)
+    return q.to(dtype), k.to(dtype)
 
 
 def _random_positions(pe: PositionScheme, n: int, top: int, generator: torch.Generator) -> torch.Tensor:
@@ -140,24 +146,24 @@ def _random_positions(pe: PositionScheme, n: int, top: int, generator: torch.Gen
     return torch.randint(0, top, shape, generator=generator)
 
 
-def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, top: int = 1024,
-                        n: int = 4096, seed: int = 0) -> Measurement:
+def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, n_heads: int = 1,
+                        top: int = 1024, n: int = 4096, seed: int = 0) -> Measurement:
     """C9: |⟨R_{m+t} q, R_{n+t} k⟩ − ⟨R_m q, R_n k⟩| / (‖q‖‖k‖), max over random q, k, m, n, t.
 
-    Positions and shifts are below ``top`` on every axis. Tolerance 8·ε32·2·top: the rotation
+    Positions and shifts are below ``top`` on every axis; ``n_heads`` heads (a scheme with
+    per-head frequencies needs its own count), the max over them. Tolerance 8·ε32·2·top: the rotation
     angles m·θ are float32 in the scheme (as in Hugging Face's Llama), so each angle carries a
     rounding error up to ε32·|m·θ| with θ ≤ 1, whatever the dtype of q and k.
     """
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(n, head_dim, generator=g, dtype=torch.float64).to(dtype)
-    k = torch.randn(n, head_dim, generator=g, dtype=torch.float64).to(dtype)
+    q, k = _random_qk(n, n_heads, head_dim, dtype, g)
     pos = _random_positions(pe, n, top, g)
     shift = torch.randint(0, top, (n, 1) + pos.shape[2:], generator=g)
     with torch.no_grad():
         base = _rotate_pair(pe, q, k, pos).double()
         moved = _rotate_pair(pe, q, k, pos + shift).double()
     scale = q.double().norm(dim=-1) * k.double().norm(dim=-1)
-    err = (moved - base).abs() / scale
+    err = ((moved - base).abs() / scale).amax(1)  # (n,): the worst head
     offset = (pos[:, 1] - pos[:, 0]) if pe.ndim == 1 else (pos[:, 1] - pos[:, 0]).abs().sum(-1)
     name = "(Δrow, Δcol)" if pe.ndim == 2 else "n − m"
     return Measurement(
@@ -169,8 +175,8 @@ def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *
     )
 
 
-def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, top: int = 1024,
-                      n: int = 4096, seed: int = 1) -> Measurement:
+def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, n_heads: int = 1,
+                      top: int = 1024, n: int = 4096, seed: int = 1) -> Measurement:
     """C9: |‖R_m q‖·‖R_m k‖ / (‖q‖·‖k‖) − 1|, max over random q, k, m.
 
     The product at one position, so that a scheme that scales q by ζ^m and k by ζ^−m while it
@@ -178,16 +184,15 @@ def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, 
     sin² = 1 to ~ε32), whatever the dtype of q and k.
     """
     g = torch.Generator().manual_seed(seed)
-    q = torch.randn(n, head_dim, generator=g, dtype=torch.float64).to(dtype)
-    k = torch.randn(n, head_dim, generator=g, dtype=torch.float64).to(dtype)
+    q, k = _random_qk(n, n_heads, head_dim, dtype, g)
     pos = _random_positions(pe, n, top, g)
     pos = pos[:, :1].expand_as(pos)  # q and k rows at the same position m
-    qq = torch.stack((q, k), 1)[:, None]  # (n, 1, 2, h_d): both rows at the same position
+    qk = torch.stack((q, k), 2)  # (n, n_h, 2, h_d): q at row 0, k at row 1
     with torch.no_grad():
-        rq, rk = pe.rotate_qk(qq, qq, pe.rotation(pos, dtype))
-    ratio = rq[:, 0, 0].double().norm(dim=-1) * rk[:, 0, 1].double().norm(dim=-1)
-    ratio = ratio / (q.double().norm(dim=-1) * k.double().norm(dim=-1))
-    err = (ratio - 1).abs()
+        rq, rk = pe.rotate_qk(qk, qk, pe.rotation(pos, dtype))
+    ratio = rq[:, :, 0].double().norm(dim=-1) * rk[:, :, 1].double().norm(dim=-1)
+    ratio = ratio / (q.double().norm(dim=-1) * k.double().norm(dim=-1))  # (n, n_h)
+    err = (ratio - 1).abs().amax(1)
     return Measurement(
         "C9", f"rotation keeps norms: ‖R_m q‖‖R_m k‖ = ‖q‖‖k‖ ({_dtype_name(dtype)})",
         float(err.max()), 1e-5, note=f"{n} random q, k, positions below {top}",
@@ -196,15 +201,14 @@ def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, 
     )
 
 
-def values_untouched(pe: PositionScheme, head_dim: int, *, attention: type[Attention] = Attention,
-                     seq_len: int = 16, seed: int = 2) -> Measurement:
+def values_untouched(pe: PositionScheme, head_dim: int, *, n_heads: int = 2,
+                     attention: type[Attention] = Attention, seq_len: int = 16, seed: int = 2) -> Measurement:
     """C9: the attention output equals softmax(R q · R k / √h_d)·V with V as projected.
 
     Runs posenc's ``Attention`` (or ``attention``) with the scheme and recomputes it by hand
     from its own projections, rotating only Q and K. Measured: max |difference| / max |output|;
     tolerance 1e-5 (float32 matmul rounding).
     """
-    n_heads = 2
     with torch.random.fork_rng():  # seeded weights without touching the caller's RNG
         torch.manual_seed(seed)
         attn = attention(n_heads * head_dim, n_heads, n_heads, head_dim)
@@ -260,17 +264,16 @@ def bias_offset_only(pe: PositionScheme, *, count: int = 48) -> Measurement:
 # --------------------------------------------------------------------------------------- C10
 
 
-def rotation_frequencies(pe: PositionScheme, head_dim: int) -> torch.Tensor:
+def rotation_frequencies(pe: PositionScheme, head_dim: int, n_heads: int = 1) -> torch.Tensor:
     """The angles θ_k (descending, one per rotated pair; 0 for pairs left alone) of a 1D scheme.
 
     G = R_0ᵀR_1 is probed with basis vectors through ``rotate_qk``; its eigenvalues are
-    e^{±iθ_k} (times a scale for xPos), so |arg| of them, sorted, gives every θ_k twice.
+    e^{±iθ_k} (times a scale for xPos), so |arg| of them, sorted, gives every θ_k twice. With
+    per-head frequencies, those of head 0.
     """
-    eye = torch.eye(head_dim, dtype=torch.float64)
+    probes = torch.eye(head_dim, dtype=torch.float64)[:, None, None].expand(head_dim, n_heads, 2, head_dim)
     with torch.no_grad():
-        rq, rk = pe.rotate_qk(eye[:, None, None].expand(head_dim, 1, 2, head_dim).clone(),
-                              eye[:, None, None].expand(head_dim, 1, 2, head_dim).clone(),
-                              pe.rotation(torch.tensor([0, 1]), torch.float64))
+        rq, rk = pe.rotate_qk(probes.clone(), probes.clone(), pe.rotation(torch.tensor([0, 1]), torch.float64))
     g = rq[:, 0, 0] @ rk[:, 0, 1].T  # (h_d, h_d): ⟨R_0 e_a, R_1 e_b⟩
     angles = torch.linalg.eigvals(g).angle().abs().sort(descending=True).values
     return angles[::2]
@@ -283,14 +286,14 @@ def relative_upper_bound(thetas: torch.Tensor, distances: torch.Tensor) -> torch
     return phase.cumsum(-1).abs().mean(-1)
 
 
-def long_term_decay(pe: PositionScheme, head_dim: int, *, max_distance: int = 1024) -> Measurement:
+def long_term_decay(pe: PositionScheme, head_dim: int, *, n_heads: int = 1, max_distance: int = 1024) -> Measurement:
     """C10: mean relative upper bound over Δ ∈ [D/2, D] divided by its value at Δ = 0.
 
     Tolerance 0.5: the bound has to lose at least half of its height far away. With RoPE's
     frequencies θ_k = 10000^(−2k/d) it falls well below; with one repeated frequency it never
     falls (|S_j| = j for every Δ).
     """
-    thetas = rotation_frequencies(pe, head_dim)
+    thetas = rotation_frequencies(pe, head_dim, n_heads)
     distances = torch.arange(max_distance + 1)
     bound = relative_upper_bound(thetas, distances)
     ratio = float(bound[max_distance // 2 :].mean() / bound[0])
@@ -299,14 +302,15 @@ def long_term_decay(pe: PositionScheme, head_dim: int, *, max_distance: int = 10
                        curves={"distance": distances.numpy(), "bound": bound.numpy()}, kind="c10_decay")
 
 
-def periodicity(pe: PositionScheme, head_dim: int, *, max_distance: int = 4096, eps: float = 0.05) -> Measurement:
+def periodicity(pe: PositionScheme, head_dim: int, *, n_heads: int = 1, max_distance: int = 4096,
+                eps: float = 0.05) -> Measurement:
     """C10: one frequency comes back to its start, all of them together do not.
 
     Return distance r(Δ) = sqrt(mean_k |e^{iΔθ_k} − 1|²) / 2 ∈ [0, 1]. Measured: the smallest
     r(Δ) over 1 ≤ Δ ≤ D with all frequencies; it must stay ≥ ``eps`` while the fastest frequency
     alone has already come back below ``eps`` (else the check fails with measured 0).
     """
-    thetas = rotation_frequencies(pe, head_dim)
+    thetas = rotation_frequencies(pe, head_dim, n_heads)
     distances = torch.arange(1, max_distance + 1, dtype=torch.float64)
 
     def ret(th: torch.Tensor) -> torch.Tensor:

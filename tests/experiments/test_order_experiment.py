@@ -24,3 +24,47 @@ def test_order_tasks_are_found_by_their_class_flag():
 def test_user_train_option_wins():
     cells, _ = plan(pes=["nope"], overrides=["train=default"])
     assert cells[0].setup.train.seq_len == 128
+
+
+def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
+    """The ViT path: (b, C) logits, tokens from the last block minus the cls row, patches permuted."""
+    import torch
+
+    from experiments.order import Cell, run
+    from posenc.build import Setup
+    from posenc.evaluation import EvalConfig
+    from posenc.pe.learned import LearnedPE
+    from posenc.pe.nope import NoPE
+    from posenc.training import TrainConfig
+    from test_permutation import TinyViT
+
+    class WhichHalf:
+        """Bright patch in the top or the bottom half: the label is where it is, not what it is."""
+
+        kind, num_classes, order_labels = "image", 2, True
+
+        def train_batch(self, batch_size, generator):
+            images = 0.1 * torch.rand(batch_size, 3, 8, 8, generator=generator)
+            label = torch.randint(0, 2, (batch_size,), generator=generator)
+            col = torch.randint(0, 4, (batch_size,), generator=generator) * 2
+            for i in range(batch_size):
+                row = 4 * int(label[i]) + 2 * int(torch.randint(0, 2, (1,), generator=generator))
+                images[i, :, row : row + 2, col[i] : col[i] + 2] = 1.0
+            return images, label
+
+        def eval_set(self, resolution=None, max_items=None):
+            return self.train_batch(max_items or 64, torch.Generator().manual_seed(5))
+
+    def cell(pe, name):
+        setup = Setup(config={"pe": name}, task=WhichHalf(), model=TinyViT(pe), seed=0,
+                      train=TrainConfig(steps=40, batch_size=32, warmup_steps=2, lr=1e-2, device="cpu"),
+                      eval=EvalConfig(max_windows=64))
+        return Cell("tiny_vit", "bidirectional", name, "which_half", setup)
+
+    table, _ = run([cell(NoPE(ndim=2), "nope"), cell(LearnedPE(16, 16, init_std=0.5), "learned")], [],
+                   permutations=3, results_root=tmp_path)
+    rows = table.set_index(["pe", "phase"])
+    assert rows.loc[("nope", "trained")].invariant and rows.loc[("nope", "trained")].equivariance_residual < 1e-5
+    assert not rows.loc[("nope", "trained")].above_chance  # a bag of patches cannot tell top from bottom
+    assert not rows.loc[("learned", "init")].invariant
+    assert (table.chance == 0.5).all()
