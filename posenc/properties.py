@@ -151,9 +151,9 @@ def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *
     """C9: |⟨R_{m+t} q, R_{n+t} k⟩ − ⟨R_m q, R_n k⟩| / (‖q‖‖k‖), max over random q, k, m, n, t.
 
     Positions and shifts are below ``top`` on every axis; ``n_heads`` heads (a scheme with
-    per-head frequencies needs its own count), the max over them. Tolerance 8·ε32·2·top: the rotation
-    angles m·θ are float32 in the scheme (as in Hugging Face's Llama), so each angle carries a
-    rounding error up to ε32·|m·θ| with θ ≤ 1, whatever the dtype of q and k.
+    per-head frequencies needs its own count), the max over them. Tolerance 8·ε32·2·top: a
+    scheme may keep its angles m·θ in float32 whatever the dtype of q and k (Hugging Face's
+    Llama does), and each such angle carries a rounding error up to ε32·|m·θ| with θ ≤ 1.
     """
     g = torch.Generator().manual_seed(seed)
     q, k = _random_qk(n, n_heads, head_dim, dtype, g)
@@ -180,8 +180,8 @@ def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, 
     """C9: |‖R_m q‖·‖R_m k‖ / (‖q‖·‖k‖) − 1|, max over random q, k, m.
 
     The product at one position, so that a scheme that scales q by ζ^m and k by ζ^−m while it
-    rotates them (xPos) keeps it too. Tolerance 1e-5: cos and sin are float32 tables (cos² +
-    sin² = 1 to ~ε32), whatever the dtype of q and k.
+    rotates them (xPos) keeps it too. Tolerance 1e-5: cos and sin may be float32 tables (cos² +
+    sin² = 1 to ~ε32) whatever the dtype of q and k.
     """
     g = torch.Generator().manual_seed(seed)
     q, k = _random_qk(n, n_heads, head_dim, dtype, g)
