@@ -38,11 +38,11 @@ class ResolutionConfig:
     """The ``resolution`` node of ``experiment=resolution``."""
 
     resolutions: list[int] = field(default_factory=lambda: [16, 24, 32, 48, 64])
-    methods: list[str] = field(default_factory=lambda: ["bilinear", "bicubic", "extrapolate", "interpolate"])
+    methods: list[str] = field(default_factory=lambda: ["bicubic", "extrapolate", "interpolate"])
     antialias: bool = False
-    finetune_steps: int = 0
+    finetune_steps: int = 10
     finetune_lr: float = 1e-3
-    eval_items: int | None = 512
+    eval_items: int | None = 256
 
     def __post_init__(self) -> None:
         if not self.resolutions or not self.methods:
