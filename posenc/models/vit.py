@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.errors import ConfigError
-from posenc.models.blocks import Block, RMSNorm
+from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionOutOfRange, PositionScheme
 from posenc.pe.grid import check_patch_scheme, grid_methods, interpolated_positions, patch_positions
 from posenc.pe.learned import LearnedPE
@@ -79,14 +79,7 @@ class ViT(nn.Module):
         )
         self.norm = RMSNorm(d_model, norm_eps)
         self.head = nn.Linear(d_model, num_classes)
-        for name, p in self.named_parameters():
-            if name.startswith("pe."):
-                continue  # schemes initialise their own parameters
-            if p.dim() >= 2:
-                scale = 1 / math.sqrt(2 * n_layers) if name.endswith(("attn.o.weight", "mlp.down.weight")) else 1.0
-                nn.init.normal_(p, std=init_std * scale)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+        init_weights(self, init_std, n_layers)
 
     def positions(self, grid: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
         """(h·w, 2) positions of a grid's patches: raw, or scaled onto ``self.grid``."""
