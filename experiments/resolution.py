@@ -131,20 +131,23 @@ def plot_similarity(similarity: torch.Tensor, grid: tuple[int, int], title: str,
 
 
 def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path: Path) -> None:
+    """Accuracy against evaluation resolution, one line per scheme x method; fine-tuned on the right."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (pe, method, ft), part in long.groupby(["pe", "method", "finetune_steps"], sort=False):
-        label = f"{pe} / {method}" + (f" + ft {ft}" if ft else "")
-        ax.plot(part["resolution"], part["accuracy"], marker="o", linestyle="--" if ft else "-", label=label)
-    ax.axvline(train_resolution, color="grey", linewidth=0.8)
-    ax.axhline(chance, color="grey", linestyle=":", linewidth=0.8, label="chance")
-    ax.set_xlabel("evaluation resolution (px)")
-    ax.set_ylabel("accuracy")
-    ax.legend(fontsize=6, ncol=2)
+    steps = sorted(long["finetune_steps"].unique())
+    fig, axes = plt.subplots(1, len(steps), figsize=(6 * len(steps), 4.5), sharey=True, squeeze=False)
+    for ax, ft in zip(axes[0], steps):
+        for (pe, method), part in long[long.finetune_steps == ft].groupby(["pe", "method"], sort=False):
+            ax.plot(part["resolution"], part["accuracy"], marker="o", label=f"{pe} / {method}")
+        ax.axvline(train_resolution, color="grey", linewidth=0.8)
+        ax.axhline(chance, color="grey", linestyle=":", linewidth=0.8, label="chance")
+        ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps at each resolution", fontsize=10)
+        ax.set_xlabel("evaluation resolution (px)")
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 

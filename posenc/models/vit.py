@@ -149,7 +149,7 @@ class ViT(nn.Module):
         """(h·w, d) position embedding of every patch of ``self.grid`` (for the similarity analysis)."""
         if isinstance(self.pe, LearnedPE):
             n = self.num_prefix_tokens
-            return self.pe.table[n : n + self.grid[0] * self.grid[1]].detach()
+            return self.pe.table[n : n + self.grid[0] * self.grid[1]].detach().clone()  # not a view: training moves it
         if not self.pe.adds_embedding:
             raise ConfigError(f"pe {type(self.pe).__name__} adds no embedding to compare")
-        return self.pe.embedding(patch_positions(self.grid, self.patch.weight.device)).detach()
+        return self.pe.embedding(patch_positions(self.grid, self.patch.weight.device)).detach().clone()

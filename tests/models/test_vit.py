@@ -132,3 +132,12 @@ def test_bad_inputs():
         vit(NoPE())(torch.randn(1, 3, 18, 16))
     with pytest.raises(ConfigError, match="resolution=30 is not divisible"):
         vit(NoPE()).set_resolution(30, "none")
+
+
+def test_patch_embeddings_are_a_copy_of_the_table():
+    model = vit(LearnedPE(D, 17))
+    before = model.patch_embeddings()
+    torch.testing.assert_close(before, model.pe.table.detach()[1:17])
+    with torch.no_grad():
+        model.pe.table.add_(1.0)  # as an optimizer step does
+    assert not torch.allclose(model.patch_embeddings(), before)
