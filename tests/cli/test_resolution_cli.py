@@ -7,9 +7,6 @@ import urllib.request
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from cli.app import app
 
 TINY = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32", "task.val_size=8",
         "train.batch_size=4", "train.warmup_steps=1", "eval.periodic_windows=8"]
@@ -34,10 +31,11 @@ def test_resolution_end_to_end(tmp_path, request):
     assert (run_dir / "similarity_learned.png").is_file() and (run_dir / "accuracy.png").is_file()
 
 
-def test_train_vit_end_to_end(tmp_path, request):
-    out = posenc("train", "--model", "vit_tiny", "--pe", "rope2d_mixed", "experiment=smoke_vit", "train.steps=3",
-                 "-q", "--results-dir", str(tmp_path), cwd=request.config.rootpath)
-    assert out.returncode == 0, out.stderr
+def test_train_vit_end_to_end(cli, tmp_path):
+    code, out, err = cli("train", "--model", "vit_tiny", "--pe", "rope2d_mixed", "experiment=smoke_vit",
+                         "train.steps=3", "-q", "--results-dir", tmp_path)
+    assert code == 0, err
+    assert "val_accuracy" in out and "images_per_s" in out
     [run_dir] = (tmp_path / "runs").iterdir()
     row = pd.read_csv(run_dir / "table.csv").iloc[0]
     assert (row.model, row.pe, row.task, row.steps, row.resolution) == ("vit_tiny", "rope2d_mixed", "shapes", 3, 32)
@@ -45,10 +43,10 @@ def test_train_vit_end_to_end(tmp_path, request):
     assert (run_dir / "checkpoint" / "model.safetensors").is_file()
 
 
-def test_train_vit_with_the_original_learned_table(tmp_path):
-    result = CliRunner().invoke(app, ["train", "--model", "vit_tiny", "--pe", "learned", "--steps", "2", "-q",
-                                      "--results-dir", str(tmp_path), *TINY])
-    assert result.exit_code == 0, result.output
+def test_train_vit_with_the_original_learned_table(cli, tmp_path):
+    code, out, err = cli("train", "--model", "vit_tiny", "--pe", "learned", "--steps", "2", "-q",
+                         "--results-dir", tmp_path, *TINY)
+    assert code == 0, err
     [run_dir] = (tmp_path / "runs").iterdir()
     assert pd.read_csv(run_dir / "table.csv").pe[0] == "learned"
 
@@ -66,24 +64,24 @@ def test_train_vit_with_the_original_learned_table(tmp_path):
     (["train", "--model", "vit_tiny", "task.resolution=30"], "error: task.resolution=30 is not divisible by model.patch_size=4"),
     (["train", "--model", "vit_tiny", "--task", "image_folder", "task.root=/nonexistent/imgs"], "error: task.root '/nonexistent/imgs' does not exist"),
 ])
-def test_user_mistakes_are_one_line_and_write_nothing(tmp_path, args, message):
-    result = CliRunner().invoke(app, [*args, "--results-dir", str(tmp_path), "-q"])
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(message), result.stderr
+def test_user_mistakes_are_one_line_and_write_nothing(cli, tmp_path, args, message):
+    code, out, err = cli(*args, "--results-dir", tmp_path, "-q")
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), err
     assert not (tmp_path / "runs").exists()
 
 
-def test_download_without_network_says_how_to_place_the_files(tmp_path, monkeypatch):
+def test_download_without_network_says_how_to_place_the_files(cli, tmp_path, monkeypatch):
     def offline(*args, **kwargs):
         raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
     monkeypatch.setattr(urllib.request, "urlopen", offline)
     data = tmp_path / "data"
-    result = CliRunner().invoke(app, ["train", "--model", "vit_tiny", "--task", "cifar10", f"task.root={data}",
-                                      "task.download=true", "--results-dir", str(tmp_path), "-q"])
-    assert result.exit_code == 2
-    [line] = result.stderr.strip().splitlines()
+    code, out, err = cli("train", "--model", "vit_tiny", "--task", "cifar10", f"task.root={data}",
+                         "task.download=true", "--results-dir", tmp_path, "-q")
+    assert code == 2
+    [line] = err.strip().splitlines()
     assert line.startswith(f"error: could not download cifar10 into '{data}'")
     assert "cifar-10-python.tar.gz" in line and "cifar-10-batches-py" in line and "task.download=false" in line
     assert not (tmp_path / "runs").exists()
