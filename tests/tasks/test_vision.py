@@ -1,6 +1,5 @@
 """torchvision tasks on small files the tests write; missing files and offline downloads."""
 
-import pickle
 import urllib.error
 import urllib.request
 
@@ -21,9 +20,8 @@ def write_folder(root, classes=("cat", "dog"), per_class=5, size=(20, 12)):
             Image.fromarray(arr).save(root / name / f"{j}.png")
 
 
-def test_image_folder_loads_resizes_and_splits(tmp_path):
-    write_folder(tmp_path)
-    task = TorchvisionTask("image_folder", root=str(tmp_path), resolution=8, val_fraction=0.2)
+def test_image_folder_loads_resizes_and_splits(image_roots):
+    task = TorchvisionTask("image_folder", root=str(image_roots["image_folder"]), resolution=8, val_fraction=0.2)
     assert task.num_classes == 2 and task.classes == ["cat", "dog"] and task.in_channels == 3
     assert len(task.train_labels) == 8 and len(task.val_labels) == 2
     x, y = task.eval_set()
@@ -53,38 +51,15 @@ def test_image_folder_missing_or_empty(tmp_path):
         TorchvisionTask("mnist")
 
 
-def write_idx(path, array):
-    dims = array.shape
-    header = bytes([0, 0, 0x08, len(dims)]) + b"".join(int(d).to_bytes(4, "big") for d in dims)
-    path.write_bytes(header + array.astype(np.uint8).tobytes())
-
-
-def test_mnist_from_idx_files(tmp_path):
-    raw = tmp_path / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for prefix, n in (("train", 12), ("t10k", 4)):
-        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 255, (n, 28, 28)))
-        write_idx(raw / f"{prefix}-labels-idx1-ubyte", np.arange(n) % 10)
-    task = TorchvisionTask("mnist", root=str(tmp_path), resolution=16)
-    assert task.in_channels == 1 and task.num_classes == 10
+def test_mnist_from_idx_files(image_roots):
+    task = TorchvisionTask("mnist", root=str(image_roots["mnist"]), resolution=16)
+    assert task.in_channels == 1 and task.num_classes == 10 and len(task.train_labels) == 12
     x, y = task.eval_set()
     assert x.shape == (4, 1, 16, 16) and y.tolist() == [0, 1, 2, 3]
 
 
-def test_cifar10_from_pickles(tmp_path, monkeypatch):
-    folder = tmp_path / "cifar-10-batches-py"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {"data": rng.integers(0, 255, (3, 3072), dtype=np.uint8), "labels": [1, 2, 3]}
-        (folder / name).write_bytes(pickle.dumps(batch))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [str(i) for i in range(10)]}))
-    import torchvision.datasets.cifar as cifar
-
-    # the real files are checked against their md5; these small ones only have to exist
-    monkeypatch.setattr(cifar, "check_integrity", lambda path, md5=None: __import__("os").path.isfile(path))
-    task = TorchvisionTask("cifar10", root=str(tmp_path), resolution=32, val_size=2)
+def test_cifar10_from_pickles(image_roots):
+    task = TorchvisionTask("cifar10", root=str(image_roots["cifar10"]), resolution=32, val_size=2)
     assert task.train_images.shape == (15, 3, 32, 32) and task.train_images.dtype == torch.uint8
     x, y = task.eval_set()
     assert x.shape == (2, 3, 32, 32) and y.tolist() == [1, 2]
