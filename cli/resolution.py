@@ -27,10 +27,10 @@ def split_list(value: str, what: str, cast: type = str) -> list:
 def resolution(
     pe: Annotated[str, typer.Option(help="Comma list of position schemes (see `posenc list pe`).")] = VIT_SCHEMES,
     interp: Annotated[str | None, typer.Option(help="Comma list of methods: nearest, bilinear, bicubic, area, "
-                                                    "clip, extrapolate, interpolate. Default: the experiment's.")] = None,
+                                                    "clip, extrapolate, interpolate. Default: bicubic,extrapolate,interpolate.")] = None,
     res: Annotated[str | None, typer.Option(help="Comma list of evaluation resolutions in px. Default: 16,24,32,48,64.")] = None,
     task: Annotated[str | None, typer.Option(help="Image task (shapes, cifar10, mnist, image_folder).")] = None,
-    finetune_steps: Annotated[int | None, typer.Option(help="Also fine-tune this many steps at each resolution.")] = None,
+    finetune_steps: Annotated[int | None, typer.Option(help="Fine-tune steps at each resolution (0: none). Default: 10.")] = None,
     antialias: Annotated[bool, typer.Option(help="Antialias when downsampling tables (bilinear/bicubic).")] = False,
     steps: Steps = None,
     seed: Seed = None,
@@ -42,7 +42,8 @@ def resolution(
 
     Tables are resampled with an interpolation mode, coordinate schemes extrapolate raw
     coordinates or interpolate them onto the trained grid. Writes table.csv/md (accuracy),
-    long.csv, accuracy.png and, for learned tables, similarity_<pe>.png and similarity.csv.
+    long.csv, accuracy.png and, for schemes that add an embedding, similarity_<pe>.png and
+    similarity.csv (the ViT paper's similarity figure and its rank correlation with grid distance).
 
     Example: posenc resolution --pe learned --interp bicubic --res 24,32,48,64
     """
