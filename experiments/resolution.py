@@ -138,10 +138,13 @@ def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path
     import matplotlib.pyplot as plt
 
     steps = sorted(long["finetune_steps"].unique())
+    colours = {pe: plt.get_cmap("tab10")(i % 10) for i, pe in enumerate(long["pe"].unique())}
+    dashed = ("extrapolate", "clip")  # raw coordinates of the new grid
     fig, axes = plt.subplots(1, len(steps), figsize=(6 * len(steps), 4.5), sharey=True, squeeze=False)
     for ax, ft in zip(axes[0], steps):
         for (pe, method), part in long[long.finetune_steps == ft].groupby(["pe", "method"], sort=False):
-            ax.plot(part["resolution"], part["accuracy"], marker="o", label=f"{pe} / {method}")
+            ax.plot(part["resolution"], part["accuracy"], marker="o", color=colours[pe],
+                    linestyle="--" if method in dashed else "-", label=f"{pe} / {method}")
         ax.axvline(train_resolution, color="grey", linewidth=0.8)
         ax.axhline(chance, color="grey", linestyle=":", linewidth=0.8, label="chance")
         ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps at each resolution", fontsize=10)
