@@ -62,17 +62,18 @@ def run(
     choices = setup.config["choices"]
     row = {
         "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,
-        "steps": result.steps, "params": sum(p.numel() for p in setup.model.parameters()),
-        "train_loss": result.train_loss, "val_loss": scores["loss"],
+        "steps": result.steps,
     }
     if images:
         pixels = final[0][0].numel()  # the loop counts input elements: C·H·W per image
-        row |= {"resolution": task.resolution, "val_accuracy": scores["accuracy"], "chance": 1 / task.num_classes,
-                "images_per_s": result.tokens_per_s / pixels}
+        row |= {"resolution": task.resolution, "params": sum(p.numel() for p in setup.model.parameters()),
+                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_accuracy": scores["accuracy"],
+                "chance": 1 / task.num_classes, "images_per_s": result.tokens_per_s / pixels}
     else:
-        row |= {"seq_len": setup.train.seq_len, "val_bpb": scores["bits"], "val_ppl": scores["ppl"],
-                "val_accuracy": scores["accuracy"], "unigram_bpb": task.unigram_bits_per_byte(),
-                "tokens_per_s": result.tokens_per_s}
+        row |= {"seq_len": setup.train.seq_len, "params": sum(p.numel() for p in setup.model.parameters()),
+                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
+                "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
+                "unigram_bpb": task.unigram_bits_per_byte(), "tokens_per_s": result.tokens_per_s}
     row["seconds"] = time.perf_counter() - started
     table = pd.DataFrame([row])
     write_table(table, run_dir.path)
