@@ -141,3 +141,15 @@ def test_patch_embeddings_are_a_copy_of_the_table():
     with torch.no_grad():
         model.pe.table.add_(1.0)  # as an optimizer step does
     assert not torch.allclose(model.patch_embeddings(), before)
+
+
+def test_set_resolution_antialias_and_relative_clip():
+    model = vit(LearnedPE(D, 17), size=16)
+    old = model.pe.table.detach()[:17].clone()
+    model.set_resolution(8, "bicubic", antialias=True)
+    torch.testing.assert_close(model.pe.table.detach(), resample_grid(old, 2, mode="bicubic", antialias=True))
+    rel = vit(RelativeBias2D(H, 4))
+    table = rel.pe.table.detach().clone()
+    rel.set_resolution(32, "clip")  # offsets clipped: the table and its grid stay
+    assert torch.equal(rel.pe.table.detach(), table) and rel.grid == (4, 4)
+    assert rel(torch.randn(1, 3, 32, 32)).shape == (1, 3)
