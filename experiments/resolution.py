@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import torch
 from omegaconf import DictConfig
+from safetensors.torch import save
 
 from posenc.build import Setup, build
 from posenc.config import check_arguments, to_container
@@ -28,7 +29,7 @@ from posenc.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS, grid_methods
 from posenc.pe.resample import MODES
-from posenc.results import RunDir, write_table
+from posenc.results import RunDir, atomic_write_bytes, write_table
 from posenc.similarity import cosine_similarity_matrix, grid_rank_correlation
 from posenc.training import resolve_device, train
 
@@ -171,6 +172,8 @@ def run(
     setups = [build(c) for c in cfgs]
     plans = [_check(s, settings) for s in setups]
     names = [s.config["choices"]["pe"] for s in setups]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"each scheme once, please: {', '.join(names)}")
     run_dir = RunDir.create(results_root, "resolution-" + "-".join(names),
                             {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]})
     try:
@@ -209,11 +212,13 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
                        validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device), on_log=log)
         offset += setup.train.steps
         run_dir.log({"pe": name, "train_loss": result.train_loss, "seconds": time.perf_counter() - started})
+        weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        atomic_write_bytes(run_dir.path / "checkpoints" / f"{name}.safetensors", save(weights))
         trained = _embeddings(model)
         if trained is not None:
             sim = cosine_similarity_matrix(trained.cpu())
-            similarity.append({"pe": name, "rank_corr_init": grid_rank_correlation(cosine_similarity_matrix(init.cpu()), grid0),
-                               "rank_corr_trained": grid_rank_correlation(sim, grid0)})
+            corr_init = grid_rank_correlation(cosine_similarity_matrix(init.cpu()), grid0)
+            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0)})
             plot_similarity(sim, grid0, f"{name}: position-embedding similarity (rank corr. "
                             f"{similarity[-1]['rank_corr_trained']:.2f})", run_dir.path / f"similarity_{name}.png")
         ft_cfg = dataclasses.replace(setup.train, steps=max(settings.finetune_steps, 1), lr=settings.finetune_lr,

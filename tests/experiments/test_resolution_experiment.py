@@ -39,6 +39,8 @@ def test_tiny_run_writes_the_table(tmp_path):
     for name in ("table.csv", "table.md", "long.csv", "accuracy.png", "similarity.csv", "similarity_learned.png"):
         assert (run_dir.path / name).is_file(), name
     assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 5)
+    assert sorted(p.name for p in (run_dir.path / "checkpoints").iterdir()) == ["learned.safetensors",
+                                                                                  "rope2d_axial.safetensors"]
     similarity = pd.read_csv(run_dir.path / "similarity.csv")
     assert similarity.pe.tolist() == ["learned"] and similarity.rank_corr_trained.between(-1, 1).all()
     assert run_dir.read_summary()["status"] == "completed"
@@ -53,4 +55,6 @@ def test_tiny_run_writes_the_table(tmp_path):
 def test_bad_settings_fail_before_any_run_dir(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):
         run([compose([*TINY, *extra])], results_root=tmp_path)
+    with pytest.raises(ConfigError, match="each scheme once, please: nope, nope"):
+        run([compose([*TINY, "pe=nope"])] * 2, results_root=tmp_path)
     assert not (tmp_path / "runs").exists()
