@@ -10,6 +10,7 @@ from cli.bench import bench
 from cli.check import check
 from cli.list import list_
 from cli.order import order
+from cli.resolution import resolution
 from cli.train import train
 
 try:  # recent Typer vendors click; older releases use click itself
@@ -30,6 +31,7 @@ app.command("list")(list_)
 app.command("bench")(bench)
 app.command("order")(order)
 app.command("check")(check)
+app.command("resolution")(resolution)
 
 
 def main() -> None:

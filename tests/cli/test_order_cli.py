@@ -44,3 +44,16 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(cli, tmp_path, args, w
     line = err.strip()
     assert "\n" not in line and all(w in line for w in words), line
     assert not (tmp_path / "res").exists()
+
+
+def test_order_on_the_vit_nope_is_invariant_to_patch_permutations(cli, tmp_path):
+    code, out, err = invoke(cli, tmp_path, "--model", "vit_tiny", "--pe", "nope,rope2d_axial", "--steps", "2",
+                            "-k", "2", "task.resolution=16", "train.batch_size=8", "eval.max_windows=16")
+    assert code == 0, out + err
+    (run,) = (tmp_path / "res" / "runs").iterdir()
+    cell = pd.read_csv(run / "order.csv").set_index(["pe", "phase"])
+    assert set(cell.attention) == {"bidirectional"} and (cell.task == "shapes").all()
+    assert (cell.chance == 0.25).all()  # four quadrants
+    for phase in ("init", "trained"):
+        assert cell.loc[("nope", phase)].invariant and cell.loc[("nope", phase)].pooled_pred_changed == 0
+        assert not cell.loc[("rope2d_axial", phase)].invariant

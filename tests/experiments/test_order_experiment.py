@@ -68,3 +68,15 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     assert not rows.loc[("nope", "trained")].above_chance  # a bag of patches cannot tell top from bottom
     assert not rows.loc[("learned", "init")].invariant
     assert (table.chance == 0.5).all()
+
+
+def test_the_vit_takes_the_first_order_task_it_fits_and_a_content_label_is_not_one():
+    import pytest
+
+    from posenc.errors import ConfigError
+
+    cells, _ = plan(models=["vit_tiny"], pes=["nope"])
+    assert [(c.model, c.task, c.attention, c.setup.task.label) for c in cells] == [
+        ("vit_tiny", "shapes", "bidirectional", "quadrant")]
+    with pytest.raises(ConfigError, match="does not label order"):
+        plan(models=["vit_tiny"], pes=["nope"], overrides=["task.label=shape"])
