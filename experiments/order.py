@@ -30,7 +30,7 @@ import torch
 from posenc.build import Setup, build
 from posenc.config import compose, list_options
 from posenc.errors import ConfigError
-from posenc.evaluation import evaluate
+from posenc.evaluation import IGNORE_INDEX, evaluate
 from posenc.permutation import permutation_test
 from posenc.results import RunDir, write_png, write_table
 from posenc.training import resolve_device, train
@@ -170,12 +170,15 @@ def task_data(setup: Setup) -> tuple[Callable[[int, torch.Generator], Any], tupl
     return (lambda b, g: task.train_batch(b, seq_len, g)), task.eval_windows(seq_len, ev.max_windows)
 
 
-def chance_of(task: Any) -> float:
-    """The accuracy of a model blind to order: the task's ``chance_accuracy``, else 1/classes."""
+def chance_of(task: Any, targets: torch.Tensor) -> float:
+    """The accuracy of a model blind to order: the task's ``chance_accuracy`` if it states one,
+    else always answering the most frequent class of the evaluated labels (never below 1/C)."""
     if hasattr(task, "chance_accuracy"):
         return float(task.chance_accuracy)
+    scored = targets[targets != IGNORE_INDEX]
+    majority = float(scored.bincount().max()) / len(scored) if len(scored) else float("nan")
     classes = getattr(task, "num_classes", None)
-    return 1.0 / classes if classes else float("nan")
+    return max(majority, 1.0 / classes) if classes else majority
 
 
 def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> dict[str, Any]:
@@ -187,7 +190,7 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     accuracy = evaluate(setup.model, x, y, batch_size=setup.eval.batch_size, device=device)["accuracy"]
     row = scores.as_dict()
     row["invariant"] = scores.equivariance_residual <= INVARIANCE_TOL
-    chance = chance_of(setup.task)
+    chance = chance_of(setup.task, y)
     row["accuracy"] = accuracy
     row["chance"] = chance
     # one-sided 95% binomial bound: above it, the model read the order (not luck on n examples)

@@ -53,7 +53,7 @@ def test_order_on_the_vit_nope_is_invariant_to_patch_permutations(cli, tmp_path)
     (run,) = (tmp_path / "res" / "runs").iterdir()
     cell = pd.read_csv(run / "order.csv").set_index(["pe", "phase"])
     assert set(cell.attention) == {"bidirectional"} and (cell.task == "shapes").all()
-    assert (cell.chance == 0.25).all()  # four quadrants
+    assert (cell.chance >= 0.25).all()  # four quadrants, or the most frequent one of 16 images
     for phase in ("init", "trained"):
         assert cell.loc[("nope", phase)].invariant and cell.loc[("nope", phase)].pooled_pred_changed == 0
         assert not cell.loc[("rope2d_axial", phase)].invariant
