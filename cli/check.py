@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from cli.common import Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
-from cli.order import split
+from cli.order import names
 
 
 def check(
@@ -29,7 +29,7 @@ def check(
         from experiments.check import plan, run
         from posenc.results import results_root
 
-        schemes, skipped = plan(split(pe), split(model), list(overrides or []), seed or 0)
+        schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), list(overrides or []), seed or 0)
         table, run_dir = run(schemes, skipped, results_root=results_root(results_dir), seed=seed or 0,
                              config={"overrides": list(overrides or [])})
     shown = table if not quiet else table[~table.passed.astype(bool)]

@@ -8,13 +8,12 @@ from typing import Annotated
 import typer
 
 from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from cli.resolution import split_list
 
 
-def split(value: str | None) -> list[str] | None:
-    """A comma list from the command line (None when not given)."""
-    if value is None:
-        return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+def names(value: str | None, option: str) -> list[str] | None:
+    """A comma list of option names from the command line, or None when not given."""
+    return None if value is None else split_list(value, option)
 
 
 def order(
@@ -42,7 +41,7 @@ def order(
 
         if permutations < 1:
             raise ConfigError(f"--permutations must be >= 1, got {permutations}")
-        cells, skipped = plan(split(model), split(pe), split(task),
+        cells, skipped = plan(names(model, "--model"), names(pe, "--pe"), names(task, "--task"),
                               overrides_from({"train.steps": steps, "seed": seed}, overrides))
 
         @contextmanager

@@ -12,7 +12,7 @@ def invoke(cli, tmp_path, *args):
 
 
 def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(cli, tmp_path):
-    code, out, err = invoke(cli, tmp_path, "--pe", "nope,rope", "--steps", "3", "-k", "2", *TINY)
+    code, out, err = invoke(cli, tmp_path, "--model", "lm_tiny", "--pe", "nope,rope", "--steps", "3", "-k", "2", *TINY)
     assert code == 0, out + err
     (run,) = (tmp_path / "res" / "runs").iterdir()
     for name in ("order.csv", "order.md", "order.png", "summary.json", "config.yaml", "metrics.jsonl"):
@@ -35,6 +35,7 @@ def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(cli, t
     (["--model", "vit_nonexistent"], ["unknown model 'vit_nonexistent'", "lm_tiny"]),
     (["--pe", "nope", "pe.ndim=2"], ["pe 'nope' does not fit", "2D scheme"]),
     (["--pe", "nope", "-k", "0"], ["--permutations must be >= 1"]),
+    (["--pe", "nope,"], ["--pe 'nope,' has an empty item"]),
     (["--pe", "nope", "--task", "text"], ["task 'text' is not an order task", "order"]),
     (["--pe", "learned", "pe.max_len=4"], ["pe 'learned' does not fit", "pe.max_len"]),
 ])
