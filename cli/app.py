@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from cli.extrapolate import extrapolate
 from cli.list import list_
 from cli.train import train
 
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.command("train")(train)
 app.command("list")(list_)
+app.command("extrapolate")(extrapolate)
 
 
 def main() -> None:

@@ -10,15 +10,38 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
-from posenc.build import build
+from posenc.build import Setup, build
 from posenc.errors import TrainingDiverged
 from posenc.evaluation import evaluate
 from posenc.results import RunDir, write_table
-from posenc.training import resolve_device, train
+from posenc.training import TrainResult, resolve_device, train
 
 
 def run_name(choices: dict[str, Any]) -> str:
     return "-".join(str(choices[g]) for g in ("model", "pe", "task") if choices.get(g))
+
+
+def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+    """Train ``setup.model`` at ``train.seq_len``, validating on a sample of windows.
+
+    Checkpoints and metrics go to ``run_dir``; a failure is marked in its summary and re-raised.
+    """
+    device = resolve_device(setup.train.device)
+    task, ev = setup.task, setup.eval
+    periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
+    try:
+        return train(
+            setup.model, lambda b, g: task.train_batch(b, setup.train.seq_len, g), setup.train,
+            seed=setup.seed, run=run_dir,
+            validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
+            on_log=on_log,
+        )
+    except TrainingDiverged as e:
+        run_dir.update_summary(status="failed", error=str(e))
+        raise
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
 
 
 def run(
@@ -35,23 +58,10 @@ def run(
     run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
     device = resolve_device(setup.train.device)
     task, ev = setup.task, setup.eval
-    periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
     final = task.eval_windows(setup.train.seq_len, ev.max_windows)
 
     started = time.perf_counter()
-    try:
-        result = train(
-            setup.model, lambda b, g: task.train_batch(b, setup.train.seq_len, g), setup.train,
-            seed=setup.seed, run=run_dir,
-            validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
-            on_log=on_log,
-        )
-    except TrainingDiverged as e:
-        run_dir.update_summary(status="failed", error=str(e))
-        raise
-    except BaseException as e:
-        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
-        raise
+    result = fit(setup, run_dir, on_log)
     scores = evaluate(setup.model, *final, batch_size=ev.batch_size, device=device)
     choices = setup.config["choices"]
     row = {
@@ -60,7 +70,8 @@ def run(
         "params": sum(p.numel() for p in setup.model.parameters()),
         "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
         "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
-        "unigram_bpb": task.unigram_bits_per_byte(),
+        # a corpus has a unigram baseline; a generated task does not
+        **({"unigram_bpb": task.unigram_bits_per_byte()} if hasattr(task, "unigram_bits_per_byte") else {}),
         "tokens_per_s": result.tokens_per_s, "seconds": time.perf_counter() - started,
     }
     table = pd.DataFrame([row])

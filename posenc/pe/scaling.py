@@ -145,6 +145,7 @@ class Llama3(_RopeScale):
 class LongRoPE(_RopeScale):
     """LongRoPE (Ding et al. 2024): per-frequency factors, ``long_factor`` past the trained length."""
 
+    requires: ClassVar[tuple[str, ...]] = ("short_factor", "long_factor")  # no default exists
     short_factor: Sequence[float] | None = None
     long_factor: Sequence[float] | None = None
     attention_factor: float | None = None
