@@ -132,9 +132,13 @@ def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_
     for cfg in cfgs:
         setup = build(cfg)
         scale = instantiate(cfg.scale, "scale")
-        choices = setup.config["choices"]
+        choices, pe = setup.config["choices"], setup.model.pe
+        if not scale.applies(pe):
+            fits = [s for s, node in scale_options().items() if _scale_class(node).applies(pe)]
+            raise ConfigError(f"scale '{choices['scale']}' does not apply to pe '{choices['pe']}': it rescales "
+                              f"{scale.acts_on}; scales for {choices['pe']}: {', '.join(fits)}")
         try:
-            scale.check(setup.model.pe)
+            scale.check(pe)
         except ConfigError as e:
             raise ConfigError(f"scale '{choices['scale']}' with pe '{choices['pe']}': {e}") from None
         cells.append(Cell(choices["pe"], choices["scale"], setup, scale, config_hash(training_config(setup.config))))
@@ -293,43 +297,39 @@ def run(
 
 def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len: int, folder: Path) -> list[Path]:
     """``length.png`` (the metric against evaluated length, log x) and ``per_position.png``
-    (bucketed loss against position at the longest length)."""
+    (bucketed loss against position at the longest length); fine-tuned rows dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
+    def save(fig, ax, name: str, xlabel: str, ylabel: str) -> Path:
+        ax.axvline(train_len, color="grey", linestyle=":", label="train length")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, ncol=2)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=120)
+        plt.close(fig)
+        return folder / name
+
+    def label(pe: str, scale: str, ft: int) -> str:
+        return f"{pe}/{scale}" + (f" +ft{ft}" if ft else "")
+
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lengths = [c for c in table.columns if c.isdigit()]
     for _, row in table[table.metric == metric].iterrows():
-        style = "--" if row.finetune_steps else "-"
-        label = f"{row.pe}/{row.scale}" + (f" +ft{row.finetune_steps}" if row.finetune_steps else "")
-        ax.plot([int(n) for n in lengths], [row[n] for n in lengths], style, marker="o", label=label)
-    ax.axvline(train_len, color="grey", linestyle=":", label="train length")
+        ax.plot([int(n) for n in lengths], [row[n] for n in lengths], "--" if row.finetune_steps else "-",
+                marker="o", label=label(row.pe, row.scale, row.finetune_steps))
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("evaluated length (tokens)")
-    ax.set_ylabel({"bpb": "bits per byte", "accuracy": "answer accuracy"}.get(metric, metric))
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    paths.append(folder / "length.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
-
+    ylabel = {"bpb": "bits per byte", "accuracy": "answer accuracy"}.get(metric, metric)
+    paths = [save(fig, ax, "length.png", "evaluated length (tokens)", ylabel)]
     if len(per_position):
         longest = per_position.length.max()
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for (pe, scale, ft), part in per_position[per_position.length == longest].groupby(["pe", "scale", "finetune_steps"]):
-            label = f"{pe}/{scale}" + (f" +ft{ft}" if ft else "")
-            ax.plot((part.start + part.end) / 2, part.bits, "--" if ft else "-", marker=".", label=label)
-        ax.axvline(train_len, color="grey", linestyle=":", label="train length")
-        ax.set_xlabel(f"position (bucket centre), evaluated at {longest} tokens")
-        ax.set_ylabel("loss (bits per token)")
-        ax.legend(fontsize=7, ncol=2)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        paths.append(folder / "per_position.png")
-        fig.savefig(paths[-1], dpi=120)
-        plt.close(fig)
+            ax.plot((part.start + part.end) / 2, part.bits, "--" if ft else "-", marker=".", label=label(pe, scale, ft))
+        paths.append(save(fig, ax, "per_position.png", f"position (bucket centre), evaluated at {longest} tokens",
+                          "loss (bits per token)"))
     return paths

@@ -56,7 +56,8 @@ def test_plan_rejects(pes, scales, extra, message):
      "scale 'longrope' with pe 'rope': scale.short_factor has 3 factors, but the rotary dimension 16 has 8"),
     (["scale=pi", "scale.factor=0"], None, "scale.factor must be > 0, got 0.0"),
     (["scale=yarn", "scale.factor=-2"], None, "scale.factor must be > 0, got -2.0"),
-    (["scale=clamp"], None, "scale 'clamp' with pe 'rope': this scale rescales learned position tables"),
+    (["scale=clamp"], None, "scale 'clamp' does not apply to pe 'rope': it rescales learned position tables "
+     "(pe=learned); scales for rope: dynamic, llama3, longrope, none, ntk, pi, yarn"),
 ])
 def test_prepare_rejects(extra, lengths, message):
     from posenc.config import compose
