@@ -157,24 +157,25 @@ def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_
 # --- scoring -------------------------------------------------------------------------------------
 
 def _score(model: torch.nn.Module, task: Any, length: int, setup: Setup, device: torch.device) -> dict[str, Any]:
-    """Scores at one length, pooled over the task's groups (passkey depths), and per group."""
+    """Scores at one length; a task with depths (passkey) is scored per depth, then pooled."""
     x, y = task.eval_windows(length, setup.eval.max_windows)
-    # the same number of tokens per batch at every length
-    batch = max(1, setup.eval.batch_size * setup.train.seq_len // length)
+    batch = max(1, setup.eval.batch_size * setup.train.seq_len // length)  # same tokens per batch at every length
     depths = task.window_depths(len(x)) if hasattr(task, "window_depths") else None
-    groups = {None: torch.ones(len(x), dtype=torch.bool)} if depths is None else {float(d): depths == d for d in depths.unique()}
-    loss_sum, count, correct, by_group = torch.zeros(length, dtype=torch.float64), torch.zeros(length, dtype=torch.float64), 0.0, {}
-    for label, rows in groups.items():
+    groups = {None: slice(None)} if depths is None else {float(d): depths == d for d in depths.unique()}
+    loss_sum = torch.zeros(length, dtype=torch.float64)  # (s,) summed loss of scored targets
+    count = torch.zeros(length, dtype=torch.float64)  # (s,) number of scored targets
+    correct, by_depth = 0.0, {}
+    for depth, rows in groups.items():
         scores = evaluate(model, x[rows], y[rows], batch_size=batch, device=device)
-        c = (y[rows] != IGNORE_INDEX).sum(0).double()  # (s,) scored targets per position
+        c = (y[rows] != IGNORE_INDEX).sum(0).double()
         loss_sum += torch.tensor(scores["per_position"], dtype=torch.float64) * c
         count += c
         correct += scores["accuracy"] * float(c.sum())
-        by_group[label] = scores["accuracy"]
-    total = float(count.sum())
-    loss = float(loss_sum.sum()) / total
-    return {"loss": loss, "bpb": loss / math.log(2), "ppl": math.exp(min(loss, 700.0)), "accuracy": correct / total,
-            "loss_sum": loss_sum, "count": count, "groups": by_group if depths is not None else {}}
+        if depth is not None:
+            by_depth[depth] = scores["accuracy"]
+    loss = float(loss_sum.sum() / count.sum())
+    return {"loss": loss, "bpb": loss / math.log(2), "ppl": math.exp(min(loss, 700.0)),
+            "accuracy": correct / float(count.sum()), "loss_sum": loss_sum, "count": count, "groups": by_depth}
 
 
 def buckets(loss_sum: torch.Tensor, count: torch.Tensor, n: int) -> list[tuple[int, int, float]]:
