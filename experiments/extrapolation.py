@@ -157,9 +157,14 @@ def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_
 # --- scoring -------------------------------------------------------------------------------------
 
 def _score(model: torch.nn.Module, task: Any, length: int, setup: Setup, device: torch.device) -> dict[str, Any]:
-    """Scores at one length; a task with depths (passkey) is scored per depth, then pooled."""
-    x, y = task.eval_windows(length, setup.eval.max_windows)
-    batch = max(1, setup.eval.batch_size * setup.train.seq_len // length)  # same tokens per batch at every length
+    """Scores at one length; a task with depths (passkey) is scored per depth, then pooled.
+
+    ``eval.max_windows`` caps the windows at the training length; at L there are
+    max_windows · train_len / L of them, so every length reads the same bytes of a corpus.
+    """
+    train_len, cap = setup.train.seq_len, setup.eval.max_windows
+    x, y = task.eval_windows(length, None if cap is None else max(1, cap * train_len // length))
+    batch = max(1, setup.eval.batch_size * train_len // length)  # same tokens per batch at every length
     depths = task.window_depths(len(x)) if hasattr(task, "window_depths") else None
     groups = {None: slice(None)} if depths is None else {float(d): depths == d for d in depths.unique()}
     loss_sum = torch.zeros(length, dtype=torch.float64)  # (s,) summed loss of scored targets
