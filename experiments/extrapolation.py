@@ -43,9 +43,10 @@ Stage = Callable[[str, int], Callable[[dict[str, Any]], None] | None]
 # --- planning: which (scheme, scale) cells a request means ------------------------------------
 
 def scale_options() -> dict[str, dict[str, Any]]:
-    """Every option of ``configs/scale/`` as its raw YAML node."""
+    """Every option of ``configs/scale/`` as its raw YAML node, ``none`` first."""
     folder = config_root() / "scale"
-    return {name: yaml.safe_load((folder / f"{name}.yaml").read_text()) or {} for name in list_options("scale")}
+    names = sorted(list_options("scale"), key=lambda n: (n != "none", n))
+    return {name: yaml.safe_load((folder / f"{name}.yaml").read_text()) or {} for name in names}
 
 
 def _scale_class(node: dict[str, Any]):

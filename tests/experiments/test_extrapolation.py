@@ -33,7 +33,7 @@ def test_all_means_every_applicable_scale_and_longrope_only_with_its_lists():
 
 
 @pytest.mark.parametrize("pes,scales,extra,message", [
-    (["rope"], ["bogus"], [], "unknown scale 'bogus'; valid: all, clamp, dynamic, interpolate, llama3, longrope, none, ntk, pi, yarn"),
+    (["rope"], ["bogus"], [], "unknown scale 'bogus'; valid: all, none, clamp, dynamic, interpolate, llama3, longrope, ntk, pi, yarn"),
     (["nope", "sinusoidal"], ["yarn"], [], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
     (["rope", "nope"], ["none", "interpolate"], [],
      "scale 'interpolate' does not apply to pe rope, nope: it rescales learned position tables (pe=learned); "
@@ -57,7 +57,7 @@ def test_plan_rejects(pes, scales, extra, message):
     (["scale=pi", "scale.factor=0"], None, "scale.factor must be > 0, got 0.0"),
     (["scale=yarn", "scale.factor=-2"], None, "scale.factor must be > 0, got -2.0"),
     (["scale=clamp"], None, "scale 'clamp' does not apply to pe 'rope': it rescales learned position tables "
-     "(pe=learned); scales for rope: dynamic, llama3, longrope, none, ntk, pi, yarn"),
+     "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, yarn"),
 ])
 def test_prepare_rejects(extra, lengths, message):
     from posenc.config import compose
