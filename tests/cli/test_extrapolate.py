@@ -16,6 +16,7 @@ def extrapolate(*args):
     return CliRunner().invoke(app, ["extrapolate", *args])
 
 
+@pytest.mark.slow  # two trainings and two runs: ~30 s on a loaded 2-core machine, most of it imports
 def test_end_to_end_table_files_and_cache(tmp_path):
     args = ["--pe", "rope,learned", "--scale", "none,pi,interpolate", "--lengths", "16,32",
             "--results-dir", str(tmp_path), "-q", *TINY]
