@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from cli.bench import bench
 from cli.extrapolate import extrapolate
 from cli.list import list_
 from cli.train import train
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 app.command("train")(train)
 app.command("list")(list_)
+app.command("bench")(bench)
 app.command("extrapolate")(extrapolate)
 
 
