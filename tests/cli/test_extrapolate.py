@@ -5,23 +5,16 @@ import math
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from cli.app import app
 
 TINY = ["experiment=smoke", "train.steps=4", "train.seq_len=16", "eval.max_windows=4"]
 
 
-def extrapolate(*args):
-    return CliRunner().invoke(app, ["extrapolate", *args])
-
-
 @pytest.mark.slow  # two trainings and two runs: ~30 s on a loaded 2-core machine, most of it imports
-def test_end_to_end_table_files_and_cache(tmp_path):
+def test_end_to_end_table_files_and_cache(cli, tmp_path):
     args = ["--pe", "rope,learned", "--scale", "none,pi,interpolate", "--lengths", "16,32",
             "--results-dir", str(tmp_path), "-q", *TINY]
-    result = extrapolate(*args)
-    assert result.exit_code == 0, result.output
+    code, out, err = cli("extrapolate", *args)
+    assert code == 0, err
     [run] = list((tmp_path / "runs").iterdir())
     for name in ("table.csv", "table.md", "per_position.csv", "per_position.md", "length.png",
                  "per_position.png", "config.yaml", "summary.json"):
@@ -50,19 +43,19 @@ def test_end_to_end_table_files_and_cache(tmp_path):
     assert len(caches) == 2  # one training per scheme, shared by its scales
     stamps = {p: p.joinpath("metrics.jsonl").stat().st_mtime_ns for p in caches}
 
-    again = extrapolate(*args)
-    assert again.exit_code == 0, again.output
+    code, again, err = cli("extrapolate", *args)
+    assert code == 0, err
     [second] = [r for r in (tmp_path / "runs").iterdir() if r != run]
     assert all(m["reused"] for m in json.loads((second / "summary.json").read_text())["models"])
     assert {p: p.joinpath("metrics.jsonl").stat().st_mtime_ns for p in caches} == stamps  # not retrained
     pd.testing.assert_frame_equal(pd.read_csv(second / "table.csv"), table)
-    assert "rope" in again.output and "interpolate" in again.output
+    assert "rope" in again and "interpolate" in again and str(second) in again.replace("\n", "")
 
 
-def test_task_with_finetune_reports_both(tmp_path):
-    result = extrapolate("--pe", "rope", "--scale", "yarn", "--task", "passkey", "--lengths", "16,24",
-                         "--finetune-steps", "2", "--results-dir", str(tmp_path), "-q", *TINY, "eval.max_windows=10")
-    assert result.exit_code == 0, result.output
+def test_task_with_finetune_reports_both(cli, tmp_path):
+    code, _, err = cli("extrapolate", "--pe", "rope", "--scale", "yarn", "--task", "passkey", "--lengths", "16,24",
+                       "--finetune-steps", "2", "--results-dir", str(tmp_path), "-q", *TINY, "eval.max_windows=10")
+    assert code == 0, err
     [run] = list((tmp_path / "runs").iterdir())
     table = pd.read_csv(run / "table.csv")
     assert list(zip(table.finetune_steps, table.metric)) == [(0, "accuracy"), (0, "loss"), (2, "accuracy"), (2, "loss")]
@@ -85,9 +78,8 @@ def test_task_with_finetune_reports_both(tmp_path):
     (["--scale", "pi", "scale.factor=0"], "scale.factor must be > 0, got 0.0"),
     (["--pe", "rope,", "--scale", "pi"], "--pe 'rope,' has an empty name"),
 ])
-def test_bad_input_is_one_line_exit_2_nothing_written(tmp_path, args, message):
-    result = CliRunner().invoke(app, ["extrapolate", "--results-dir", str(tmp_path / "out"), "-q", *TINY, *args])
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and message in lines[0], result.output
+def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):
+    code, out, err = cli("extrapolate", "--results-dir", tmp_path / "out", "-q", *TINY, *args)
+    assert code == 2, err
+    assert out == "" and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out").exists()
