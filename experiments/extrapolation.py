@@ -289,6 +289,7 @@ def run(
                                                          columns="length", values="accuracy").reset_index()
             depth.columns = [str(c) for c in depth.columns]
             write_table(depth, run_dir.path, "depth")
+            plot_depth(depth, run_dir.path)
         plot(table, per_position, metrics[0], train_len=cells[0].setup.train.seq_len, folder=run_dir.path)
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
@@ -343,3 +344,26 @@ def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len
         paths.append(save(fig, ax, "per_position.png", f"position (bucket centre), evaluated at {longest} tokens",
                           "loss (bits per token)"))
     return paths
+
+
+def plot_depth(depth: pd.DataFrame, folder: Path) -> Path:
+    """``depth.png``: answer accuracy by depth (rows) and length (columns), one panel per cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = [c for c in depth.columns if c.isdigit()]
+    panels = list(depth.groupby(["pe", "scale", "finetune_steps"], sort=False))
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.2 + 2.2 * len(panels), 3.2), squeeze=False)
+    for ax, ((pe, scale, ft), part) in zip(axes[0], panels):
+        image = ax.imshow(part[lengths].to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(lengths)), lengths, rotation=45)
+        ax.set_yticks(range(len(part)), [f"{d:g}" for d in part.depth] if ax is axes[0][0] else [])
+        ax.set_title(f"{pe}/{scale}" + (f" +ft{ft}" if ft else ""), fontsize=9)
+        ax.set_xlabel("length")
+    axes[0][0].set_ylabel("depth of the key")
+    fig.colorbar(image, ax=axes[0].tolist(), label="accuracy")
+    fig.savefig(folder / "depth.png", dpi=120)
+    plt.close(fig)
+    return folder / "depth.png"

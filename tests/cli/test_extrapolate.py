@@ -60,6 +60,7 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     table = pd.read_csv(run / "table.csv")
     assert list(zip(table.finetune_steps, table.metric)) == [(0, "accuracy"), (0, "loss"), (2, "accuracy"), (2, "loss")]
     assert table[["16", "24"]].loc[table.metric == "accuracy"].stack().between(0, 1).all()
+    assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")
     assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[-2:]) == ["16", "24"]
 
