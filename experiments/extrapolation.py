@@ -63,6 +63,9 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
     Every requested scale must apply to some requested scheme, and every scheme must get a scale.
     """
     options = scale_options()
+    for o in overrides:
+        if o.split("=", 1)[0].lstrip("+~") in ("pe", "scale"):
+            raise ConfigError(f"override '{o}': give schemes with --pe and scales with --scale")
     if not pes:
         raise ConfigError("no position scheme given; valid: " + ", ".join(list_options("pe")))
     if not scales:
@@ -81,7 +84,7 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
     for pe in dict.fromkeys(pes):
         scheme = instantiate(compose([*overrides_for(overrides, "none", options), f"pe={pe}"]).pe, "pe")
         applicable[pe] = [s for s in options if _scale_class(options[s]).applies(scheme)]
-    given = {k for k in scale_keys}
+    given = set(scale_keys)
     cells = []
     for pe, fits in applicable.items():
         if "all" in scales:
