@@ -9,6 +9,7 @@ import typer
 from cli.bench import bench
 from cli.extrapolate import extrapolate
 from cli.list import list_
+from cli.resolution import resolution
 from cli.train import train
 
 try:  # recent Typer vendors click; older releases use click itself
@@ -28,6 +29,7 @@ app.command("train")(train)
 app.command("list")(list_)
 app.command("bench")(bench)
 app.command("extrapolate")(extrapolate)
+app.command("resolution")(resolution)
 
 
 def main() -> None:
