@@ -8,6 +8,7 @@ import typer
 
 from cli.bench import bench
 from cli.check import check
+from cli.extrapolate import extrapolate
 from cli.list import list_
 from cli.order import order
 from cli.resolution import resolution
@@ -31,6 +32,7 @@ app.command("list")(list_)
 app.command("bench")(bench)
 app.command("order")(order)
 app.command("check")(check)
+app.command("extrapolate")(extrapolate)
 app.command("resolution")(resolution)
 
 

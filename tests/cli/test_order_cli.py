@@ -33,7 +33,7 @@ def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(cli, t
 @pytest.mark.parametrize("args, words", [
     (["--pe", "nope,foo"], ["unknown pe 'foo'", "rope"]),
     (["--model", "vit_nonexistent"], ["unknown model 'vit_nonexistent'", "lm_tiny"]),
-    (["--pe", "nope", "pe.ndim=2"], ["pe 'nope' does not fit", "2D scheme"]),
+    (["--model", "lm_tiny", "--pe", "rope2d_axial"], ["pe 'rope2d_axial' does not fit", "pe=rope"]),
     (["--pe", "nope", "-k", "0"], ["--permutations must be >= 1"]),
     (["--pe", "nope,"], ["--pe 'nope,' has an empty item"]),
     (["--pe", "nope", "--task", "text"], ["task 'text' is not an order task", "order"]),
