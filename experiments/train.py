@@ -11,7 +11,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from posenc.build import build
-from posenc.errors import TrainingDiverged
+from posenc.errors import Interrupted, TrainingDiverged
 from posenc.evaluation import evaluate
 from posenc.results import RunDir, write_table
 from posenc.training import resolve_device, train
@@ -26,13 +26,18 @@ def run(
     *,
     results_root: Path,
     on_log: Callable[[dict[str, Any]], None] | None = None,
+    resume: Path | None = None,
 ) -> tuple[pd.DataFrame, RunDir]:
     """Train, evaluate on every validation window, write the run directory, return its table.
 
-    All checks happen in ``build`` before the run directory is created.
+    All checks happen in ``build`` before the run directory is created. ``resume`` continues
+    the run in that directory from its last checkpoint; it must hold the same config.
     """
     setup = build(cfg)
-    run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
+    if resume is None:
+        run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
+    else:
+        run_dir = RunDir.reopen(resume, setup.config)
     device = resolve_device(setup.train.device)
     task, ev = setup.task, setup.eval
     periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
@@ -44,8 +49,11 @@ def run(
             setup.model, lambda b, g: task.train_batch(b, setup.train.seq_len, g), setup.train,
             seed=setup.seed, run=run_dir,
             validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
-            on_log=on_log,
+            on_log=on_log, resume=resume is not None,
         )
+    except (Interrupted, KeyboardInterrupt, SystemExit) as e:  # SystemExit: submitit requeues
+        run_dir.update_summary(status="interrupted", error=str(e) or type(e).__name__)
+        raise
     except TrainingDiverged as e:
         run_dir.update_summary(status="failed", error=str(e))
         raise
