@@ -7,6 +7,7 @@ import sys
 import typer
 
 from cli.list import list_
+from cli.sweep import sweep
 from cli.train import train
 
 try:  # recent Typer vendors click; older releases use click itself
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.command("train")(train)
 app.command("list")(list_)
+app.command("sweep")(sweep)
 
 
 def main() -> None:

@@ -110,6 +110,20 @@ def write_table(df: pd.DataFrame, folder: Path, stem: str = "table") -> tuple[Pa
     return csv, md
 
 
+def make_unique_dir(parent: Path, stem: str) -> Path:
+    """A new folder ``parent/stem`` (or ``stem-1``, ``stem-2``, …) that no other process got."""
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        path = parent / (stem if i == 0 else f"{stem}-{i}")
+        try:
+            path.mkdir()  # atomic: two processes never get the same folder
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a folder {stem} under {parent}")
+
+
 class RunDir:
     """``<root>/runs/<timestamp>-<name>-<shorthash>/`` with the files of one run."""
 
@@ -119,18 +133,8 @@ class RunDir:
 
     @classmethod
     def create(cls, root: Path, name: str, config: dict[str, Any]) -> RunDir:
-        runs = Path(root) / "runs"
-        runs.mkdir(parents=True, exist_ok=True)
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{config_hash(config)[:8]}"
-        for i in range(1000):
-            path = runs / (stem if i == 0 else f"{stem}-{i}")
-            try:
-                path.mkdir()  # atomic: two processes never get the same folder
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise RuntimeError(f"could not create a run directory under {runs}")
+        path = make_unique_dir(Path(root) / "runs", stem)
         run = cls(path)
         atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         run.write_summary({"status": "running", "name": name, "config_hash": config_hash(config)})
