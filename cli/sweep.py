@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import warnings
@@ -67,12 +68,15 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     argv = [sys.argv[0], "--multirun", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
             *hydra_overrides, *job_overrides]
     saved, sys.argv = sys.argv, argv
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         entry()
     except SystemExit as e:  # Hydra reports its own errors, then exits
         return int(e.code or 0)
     finally:
         sys.argv = saved
+        root.handlers[:], root.level = handlers, level  # Hydra configured logging for its jobs
     return 0
 
 

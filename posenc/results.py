@@ -160,7 +160,7 @@ class RunDir:
         if config_hash(saved) != config_hash(config):
             keys = differing_keys(saved, config)
             raise UserError(f"cannot resume '{path}': it holds another config (differs in {', '.join(keys)})")
-        run.update_summary(status="running", error=None)
+        run.update_summary(status="running", error=None, resumes=run.read_summary().get("resumes", 0) + 1)
         return run
 
     @property

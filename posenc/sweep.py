@@ -18,10 +18,11 @@ scheduler preempts and submitit requeues finds its run there and resumes it.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +74,15 @@ def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     from posenc.build import build
     from posenc.config import compose
 
+    swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
     for job in jobs:
         try:
-            build(compose(job))
+            cfg = compose(job)
+            protocol(cfg)
+            build(cfg)
         except ConfigError as e:
-            raise ConfigError(f"job {' '.join(job) or '(defaults)'}: {e}") from None
+            where = " ".join(job[i] for i in swept)
+            raise ConfigError(f"job {where}: {e}" if where else str(e)) from None
 
 
 def create(root: Path, overrides: Sequence[str], launcher: str, jobs: Sequence[Sequence[str]]) -> Path:
@@ -97,15 +102,22 @@ def job_run(job_dir: Path) -> Path | None:
     return runs[-1].parent if runs else None
 
 
+def protocol(cfg: DictConfig) -> Callable[..., tuple[pd.DataFrame, RunDir]]:
+    """The function the config's ``protocol`` key names."""
+    name = str(cfg.get("protocol"))
+    module, _, attr = name.rpartition(".")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError):
+        fn = None
+    if not callable(fn):
+        raise ConfigError(f"protocol: cannot import '{name}'; it names a function such as experiments.train.run")
+    return fn
+
+
 def run_protocol(cfg: DictConfig, results_root: Path, resume: Path | None = None) -> tuple[pd.DataFrame, RunDir]:
     """Call the protocol ``cfg.protocol`` names; ``resume`` only if the protocol takes it."""
-    from hydra.utils import get_object
-
-    name = cfg.get("protocol")
-    try:
-        fn = get_object(name)
-    except Exception:
-        raise ConfigError(f"protocol: cannot import '{name}'") from None
+    fn = protocol(cfg)
     if resume is not None and "resume" in inspect.signature(fn).parameters:
         return fn(cfg, results_root=results_root, resume=resume)
     return fn(cfg, results_root=results_root)
