@@ -6,7 +6,9 @@ import sys
 
 import typer
 
+from cli.compare import compare
 from cli.list import list_
+from cli.report import report
 from cli.sweep import sweep
 from cli.train import train
 
@@ -26,6 +28,8 @@ app = typer.Typer(
 app.command("train")(train)
 app.command("list")(list_)
 app.command("sweep")(sweep)
+app.command("compare")(compare)
+app.command("report")(report)
 
 
 def main() -> None:
