@@ -119,7 +119,7 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_m
     assert sweep.returncode == 0, err
     assert reference.wait(timeout=300) == 0
 
-    logs = "".join(p.read_text() for p in sweep_dir.glob(".submitit/*/*_log.err"))
+    logs = "".join(p.read_text() for p in sweep_dir.glob(".submitit/*/*_log.*"))
     assert "this job is preempted" in logs and "Requeued job" in logs
     run = RunDir(Path(pd.read_csv(sweep_dir / "runs.csv")["run_dir"].item()))
     assert run.read_summary()["status"] == "completed" and run.read_summary()["resumes"] == 1
