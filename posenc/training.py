@@ -129,7 +129,7 @@ def load_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim
     if not (Path(folder) / "trainer.pt").exists():
         return None
     load_weights(folder, model)
-    state = torch.load(Path(folder) / "trainer.pt", weights_only=True)
+    state = torch.load(Path(folder) / "trainer.pt", map_location="cpu", weights_only=True)  # optimizer state follows the params
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
