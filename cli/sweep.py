@@ -40,15 +40,13 @@ def sweep(
     with user_errors():
         from posenc.errors import UserError
         from posenc.results import results_root
-        from posenc.sweep import check_jobs, create, expand, launchers, split_overrides
+        from posenc.sweep import check_jobs, check_launcher, create, expand, split_overrides
 
-        valid = launchers()
-        if launcher not in valid:
-            raise UserError(f"unknown launcher '{launcher}'; valid: {', '.join(valid)}")
+        job_overrides, hydra_overrides = split_overrides(list(overrides or []))
+        check_launcher(launcher, hydra_overrides)
         if launcher == "submitit_slurm" and shutil.which("sbatch") is None:
             raise UserError("launcher 'submitit_slurm' needs SLURM, but 'sbatch' is not on PATH; "
                             "on this machine use basic, joblib or submitit_local")
-        job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         jobs = expand(job_overrides)
         check_jobs(jobs)
         sweep_dir = create(results_root(results_dir), job_overrides + hydra_overrides, launcher, jobs)

@@ -43,12 +43,15 @@ class StopRequest:
         self.signum = signum
 
     def deliver(self, step: int) -> None:
-        """After the checkpoint: hand the signal to the handler that was there before
-        (submitit's requeues the job and exits), else raise ``Interrupted``."""
-        self.delivered = True
+        """After the checkpoint: raise ``Interrupted``, unless a Python handler was there before
+        us; then that handler decides (submitit's requeues the job and exits on its preemption
+        signal, and lets SIGTERM pass), and training goes on if it returns."""
         previous = self.previous.get(self.signum)
         if callable(previous) and previous is not signal.default_int_handler:
-            previous(self.signum, None)
+            signum, self.signum = self.signum, None
+            previous(signum, None)
+            return
+        self.delivered = True
         raise Interrupted(self.signum, step, self.run_dir)
 
 
@@ -78,5 +81,5 @@ def deferred_stop_signals(run_dir: object = None) -> Iterator[StopRequest]:
     finally:
         for signum, handler in request.previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    if request.signum is not None and not request.delivered:  # came after the last step
+    if request.signum is not None and not request.delivered:  # came after the last step: resend it
         signal.raise_signal(request.signum)

@@ -50,6 +50,25 @@ def launchers() -> list[str]:
         GlobalHydra.instance().clear()
 
 
+def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
+    """The launcher exists and the Hydra overrides (``hydra.launcher.partition=gpu``) apply to it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    valid = launchers()
+    if launcher not in valid:
+        raise ConfigError(f"unknown launcher '{launcher}'; valid: {', '.join(valid)}")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="configs", version_base="1.3"):
+            hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides], return_hydra_config=True)
+    except Exception as e:  # Hydra raises several types; all mean an override that does not apply
+        raise ConfigError(f"launcher {launcher}: {str(e).strip().splitlines()[0]}") from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
 def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     """(job overrides, Hydra overrides such as ``hydra.launcher.partition=gpu``)."""
     hydra = [o for o in overrides if o.lstrip("+~").startswith("hydra.") or o.lstrip("+~").startswith("hydra/")]

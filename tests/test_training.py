@@ -63,3 +63,21 @@ def test_resume_without_a_checkpoint_starts_from_step_zero(tmp_path):
     run.log({"step": 3, "train_loss": 1.0})  # logged, then killed before the first checkpoint
     train(setup.model, batches_of(setup), setup.train, seed=0, run=run, resume=True)
     assert losses(run) == losses(reference)
+
+
+def test_a_handler_installed_before_gets_the_signal_after_the_checkpoint_and_may_let_training_go_on(tmp_path):
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))  # like submitit's
+    try:
+        setup, run = start(tmp_path, "passes")
+        batches = batches_of(setup)
+
+        def term_at_7(b, g):
+            if len(run.read_records()) == 6:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return batches(b, g)
+        result = train(setup.model, term_at_7, setup.train, seed=0, run=run)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIGTERM] and result.steps == 12
+    assert [r["step"] for r in run.read_records()] == list(range(1, 13))

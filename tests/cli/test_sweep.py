@@ -145,6 +145,8 @@ def _cmdline(proc: Path) -> str:
      "error: protocol: cannot import 'experiments.nothere.run'; "
      "it names a function such as experiments.train.run"),
     (["train.lr=1e-3,abc"], "error: job train.lr=abc: train.lr: expected float, got 'abc'"),
+    (["--launcher", "submitit_local", "hydra.launcher.partition=gpu"],
+     "error: launcher submitit_local: Could not override 'hydra.launcher.partition'."),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
     result = CliRunner().invoke(app, ["sweep", *TINY, *args, "--results-dir", str(tmp_path)])
