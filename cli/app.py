@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from cli.bench import bench
 from cli.compare import compare
 from cli.list import list_
 from cli.report import report
@@ -27,6 +28,7 @@ app = typer.Typer(
 )
 app.command("train")(train)
 app.command("list")(list_)
+app.command("bench")(bench)
 app.command("sweep")(sweep)
 app.command("compare")(compare)
 app.command("report")(report)

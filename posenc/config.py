@@ -156,7 +156,9 @@ def to_container(node: Any) -> Any:
         try:
             return OmegaConf.to_container(node, resolve=True)
         except (OmegaConfBaseException, ConfigError) as e:
-            raise ConfigError(str(e).splitlines()[0]) from None
+            message = str(e).splitlines()[0].split("resolving interpolation: ")[-1]
+            key = getattr(e, "full_key", None)
+            raise ConfigError(f"{key}: {message}" if key else message) from None
     return node
 
 

@@ -31,34 +31,36 @@ def rope_inv_freq(rot_dim: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """(…, s) positions -> (…, s, d/2) angles m·θ_i in float32."""
-    return positions.float()[..., None] * inv_freq.to(positions.device)
+    """(…, s) positions -> (…, s, d/2) angles m·θ_i in the dtype of ``inv_freq``."""
+    return positions.to(inv_freq.dtype)[..., None] * inv_freq.to(positions.device)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout = "half") -> torch.Tensor:
     """Rotate the first 2·cos.shape[-1] dims of x (b, n_h, s, h_d); cos/sin are (…, s, r/2).
 
-    Written as the 2x2 rotation of each pair, with no concatenated cos table and no
-    ``rotate_half`` copy.
+    Each pair (a, b) becomes (a·cos − b·sin, b·cos + a·sin). The pairs are viewed as an axis of
+    size 2, so the rotation is one multiply and one fused multiply-add against the pair swapped
+    by ``flip``: no concatenated cos table and no ``rotate_half`` copy.
     """
     r = 2 * cos.shape[-1]
     if cos.dim() == 3:  # (b, s, r/2) -> (b, 1, s, r/2) to broadcast over heads
         cos, sin = cos[:, None], sin[:, None]
-    rot, rest = x[..., :r], x[..., r:]
+    rot = x if r == x.shape[-1] else x[..., :r]
     if layout == "half":
-        x1, x2 = rot[..., : r // 2], rot[..., r // 2 :]
-        out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        pairs, axis = rot.unflatten(-1, (2, r // 2)), -2  # (b, n_h, s, 2, r/2): (a, b) halves
     else:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        out = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
-    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+        pairs, axis = rot.unflatten(-1, (r // 2, 2)), -1  # (b, n_h, s, r/2, 2): adjacent pairs
+    signed_sin = torch.stack((-sin, sin), dim=axis)  # (…, s, 2, r/2) or (…, s, r/2, 2)
+    out = torch.addcmul(pairs * cos.unsqueeze(axis), pairs.flip(axis), signed_sin).flatten(-2)
+    return out if r == x.shape[-1] else torch.cat((out, x[..., r:]), dim=-1)
 
 
 class RoPE(PositionScheme):
     """Rotary embedding for 1D positions.
 
     cos/sin of integer positions come from a table computed once per length, dtype and device
-    and grown on demand; float positions (after rescaling) are computed directly.
+    and grown on demand; float positions (after rescaling) are computed directly. Angles are
+    float32 (as in Hugging Face) unless float64 is asked for.
     """
 
     rotates_qk = True
@@ -86,12 +88,16 @@ class RoPE(PositionScheme):
         self.register_buffer("inv_freq", rope_inv_freq(rot_dim, base), persistent=False)
         self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
+    def _freqs(self, dtype: torch.dtype) -> torch.Tensor:
+        # float32 angles as Hugging Face computes them; float64 when asked, for exact checks
+        return self.inv_freq.double() if dtype == torch.float64 else self.inv_freq.float()
+
     def _table(self, length: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         key = (dtype, device)
         cached = self._tables.get(key)
         if cached is None or cached[0].shape[0] < length:
             size = max(length, 2 * cached[0].shape[0] if cached is not None else length)
-            angles = rope_angles(torch.arange(size, device=device), self.inv_freq)  # (n, r/2)
+            angles = rope_angles(torch.arange(size, device=device), self._freqs(dtype))  # (n, r/2)
             cached = ((angles.cos() * self.attention_scaling).to(dtype),
                       (angles.sin() * self.attention_scaling).to(dtype))
             self._tables[key] = cached
@@ -99,7 +105,7 @@ class RoPE(PositionScheme):
 
     def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.is_floating_point():
-            angles = rope_angles(positions, self.inv_freq)
+            angles = rope_angles(positions, self._freqs(dtype))
             return ((angles.cos() * self.attention_scaling).to(dtype),
                     (angles.sin() * self.attention_scaling).to(dtype))
         cos, sin = self._table(int(positions.max()) + 1, dtype, positions.device)

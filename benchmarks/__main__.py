@@ -1,0 +1,3 @@
+from cli.bench import main
+
+main()

@@ -1,0 +1,236 @@
+"""The benchmark cases. Each returns rows of one table:
+
+``benchmark, case, posenc, reference, unit, ratio, goal, met`` where ``ratio`` is posenc over the
+reference in the sense that ``goal`` states (throughput: higher is better; time: lower is better).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils.benchmark as tb
+
+
+@dataclass
+class Sizes:
+    """Shapes of a run; ``quick()`` shrinks everything so the suite runs in seconds."""
+
+    batch: int = 32
+    seq_len: int = 128
+    rope_shape: tuple[int, int, int, int] = (8, 4, 2048, 64)
+    long_lengths: tuple[int, ...] = (4096, 16384)
+    min_run_time: float = 2.0
+    startup_repeats: int = 5
+    repeats: int = 3
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(batch=2, seq_len=16, rope_shape=(1, 2, 64, 16), long_lengths=(64,),
+                   min_run_time=0.05, startup_repeats=1, repeats=1)
+
+
+def row(benchmark: str, case: str, ours: float, reference: float, unit: str, goal: str,
+        higher_is_better: bool, target: float) -> dict[str, Any]:
+    ratio = ours / reference
+    met = ratio >= target if higher_is_better else ratio <= target
+    return {"benchmark": benchmark, "case": case, "posenc": ours, "reference": reference,
+            "unit": unit, "ratio": ratio, "goal": goal, "met": bool(met)}
+
+
+def _median(stmt: str, env: dict[str, Any], threads: int, min_run_time: float) -> float:
+    timer = tb.Timer(stmt, globals=env, num_threads=threads)
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def environment(threads: int) -> dict[str, str]:
+    return {"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "torch": torch.__version__, "threads": str(threads)}
+
+
+# --- training throughput -------------------------------------------------------------------
+
+def _lm(pe_name: str, extra: list[str] | None = None):
+    from posenc.build import build
+    from posenc.config import compose
+
+    return build(compose([f"pe={pe_name}", *(extra or [])])).model
+
+
+def _hf_llama(model):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    block = model.blocks[0]
+    config = LlamaConfig(
+        vocab_size=model.vocab_size, hidden_size=model.d_model, intermediate_size=block.mlp.gate.out_features,
+        num_hidden_layers=len(model.blocks), num_attention_heads=model.n_heads,
+        num_key_value_heads=block.attn.n_kv_heads, head_dim=model.head_dim, tie_word_embeddings=True,
+        rms_norm_eps=block.attn_norm.eps, attn_implementation="sdpa")
+    return LlamaForCausalLM(config)
+
+
+def _train_step_time(model, forward, batch: int, seq_len: int, vocab: int, threads: int, min_run_time: float) -> float:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(0, vocab, (batch, seq_len))
+
+    def step():
+        logits = forward(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), x.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()  # warm up allocators and caches
+    return _median("step()", {"step": step}, threads, min_run_time)
+
+
+def train_throughput(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """Tokens/s of a training step: posenc LM with RoPE vs transformers' Llama of the same shape,
+    then every 1D scheme of the config tree vs NoPE at the same shape."""
+    from posenc.config import list_options
+    from posenc.errors import ConfigError
+
+    tokens = sizes.batch * sizes.seq_len
+    extra = [f"train.seq_len={sizes.seq_len}"]
+    ours = _lm("rope", extra)
+    hf = _hf_llama(ours)
+    t_ours = _train_step_time(ours, ours, sizes.batch, sizes.seq_len, ours.vocab_size, threads, sizes.min_run_time)
+    t_hf = _train_step_time(hf, lambda x: hf(x).logits, sizes.batch, sizes.seq_len, ours.vocab_size, threads,
+                            sizes.min_run_time)
+    rows = [row("train throughput", "lm_tiny rope vs HF LlamaForCausalLM", tokens / t_ours, tokens / t_hf,
+                "tokens/s", ">= 1.0", True, 1.0)]
+    nope = _lm("nope", extra)
+    t_nope = _train_step_time(nope, nope, sizes.batch, sizes.seq_len, nope.vocab_size, threads, sizes.min_run_time)
+    for name in list_options("pe"):
+        if name == "nope":
+            continue
+        try:
+            model = _lm(name, extra)
+        except ConfigError:
+            continue  # a scheme for another model (2D)
+        t = _train_step_time(model, model, sizes.batch, sizes.seq_len, model.vocab_size, threads, sizes.min_run_time)
+        rows.append(row("train throughput", f"{name} vs nope", tokens / t, tokens / t_nope, "tokens/s",
+                        ">= 0.9", True, 0.9))
+    return rows
+
+
+# --- RoPE application ----------------------------------------------------------------------
+
+def rope_apply(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """posenc ``RoPE.rotate_qk`` vs transformers' ``apply_rotary_pos_emb``, forward and
+    forward + backward, with cos/sin computed beforehand for both."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from posenc.pe.rope import RoPE
+
+    b, h, s, d = sizes.rope_shape
+    q = torch.randn(b, h, s, d, requires_grad=True)
+    k = torch.randn(b, h, s, d, requires_grad=True)
+    grad = torch.randn(b, h, s, d)
+    rope = RoPE(d)
+    rotation = rope.rotation(torch.arange(s), q.dtype)
+    cos, sin = (torch.cat((t, t), dim=-1)[None] for t in rotation)  # HF's (1, s, d) tables
+    ours_q, _ = rope.rotate_qk(q, k, rotation)
+    ref_q, _ = apply_rotary_pos_emb(q, k, cos, sin)
+    err = float((ours_q - ref_q).detach().abs().max())
+    env = {"rope": rope, "rotation": rotation, "apply": apply_rotary_pos_emb, "q": q, "k": k,
+           "cos": cos, "sin": sin, "g": grad, "torch": torch}
+    fwd_ours = _median("rope.rotate_qk(q, k, rotation)", env, threads, sizes.min_run_time)
+    fwd_ref = _median("apply(q, k, cos, sin)", env, threads, sizes.min_run_time)
+    bwd_ours = _median("torch.autograd.backward(rope.rotate_qk(q, k, rotation), (g, g))", env, threads, sizes.min_run_time)
+    bwd_ref = _median("torch.autograd.backward(apply(q, k, cos, sin), (g, g))", env, threads, sizes.min_run_time)
+    shape = "x".join(map(str, sizes.rope_shape))
+    rows = [row("rope apply", f"forward {shape}", fwd_ours, fwd_ref, "s", "<= 1.0 (stretch 0.4)", False, 1.0),
+            row("rope apply", f"forward+backward {shape}", bwd_ours, bwd_ref, "s", "<= 1.0 (stretch 0.4)", False, 1.0)]
+    rows.append({"benchmark": "rope apply", "case": "max |posenc - HF|", "posenc": err, "reference": 0.0,
+                 "unit": "abs", "ratio": float("nan"), "goal": "<= 1e-5", "met": err <= 1e-5})
+    return rows
+
+
+# --- long-context evaluation ---------------------------------------------------------------
+
+_LONG_EVAL = """
+import json, resource, sys, time, torch
+torch.set_num_threads({threads})
+from posenc.build import build
+from posenc.config import compose
+name, length = {name!r}, {length}
+model = build(compose([f"pe={{name}}", f"train.seq_len={{length}}"])).model.eval()
+x = torch.randint(0, 256, (1, length))
+with torch.no_grad():
+    model(x[:, :64])
+    times = []
+    for _ in range({repeats}):
+        start = time.perf_counter()
+        model(x)
+        times.append(time.perf_counter() - start)
+print(json.dumps({{"seconds": sorted(times)[len(times) // 2],
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
+"""
+
+
+def _long_eval_once(name: str, length: int, threads: int, repeats: int) -> dict[str, float] | str:
+    code = _LONG_EVAL.format(name=name, length=length, threads=threads, repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode:
+        return (out.stderr.strip().splitlines() or ["failed"])[-1]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """Forward pass of lm_tiny at long lengths (batch 1, fresh process each): time against NoPE
+    (plain causal SDPA, no bias) and peak RSS against the 4 GiB bar."""
+    from posenc.config import list_options
+    from posenc.errors import ConfigError
+
+    rows = []
+    gib = 2**30
+    for length in sizes.long_lengths:
+        base = _long_eval_once("nope", length, threads, sizes.repeats)
+        if isinstance(base, str):
+            raise RuntimeError(f"NoPE evaluation at {length} failed: {base}")
+        for name in list_options("pe"):
+            try:
+                _lm(name, ["model.d_model=32", "model.n_heads=2"])
+            except ConfigError:
+                continue
+            result = base if name == "nope" else _long_eval_once(name, length, threads, sizes.repeats)
+            if isinstance(result, str):
+                rows.append({"benchmark": "long eval", "case": f"{name} @ {length}", "posenc": float("nan"),
+                             "reference": base["seconds"], "unit": "s", "ratio": float("nan"),
+                             "goal": result, "met": False})
+                continue
+            goal = 1.6 if name == "alibi" else float("inf")
+            r = row("long eval", f"{name} @ {length} time vs nope", result["seconds"], base["seconds"], "s",
+                    "<= 1.6" if name == "alibi" else "report", False, goal)
+            rows.append(r)
+            rows.append({"benchmark": "long eval", "case": f"{name} @ {length} peak RSS",
+                         "posenc": result["peak_rss"] / gib, "reference": 4.0, "unit": "GiB",
+                         "ratio": result["peak_rss"] / gib / 4.0, "goal": "<= 4 GiB",
+                         "met": result["peak_rss"] <= 4 * gib})
+    return rows
+
+
+# --- CLI start-up ----------------------------------------------------------------------------
+
+def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """Wall time of ``posenc --help`` and ``posenc list`` in fresh processes (median)."""
+    rows = []
+    for args in (["--help"], ["list"]):
+        times = []
+        for _ in range(sizes.startup_repeats):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "posenc", *args], capture_output=True, check=True)
+            times.append(time.perf_counter() - start)
+        median = sorted(times)[len(times) // 2]
+        rows.append(row("cli start-up", f"posenc {' '.join(args)}", median, 1.0, "s", "< 1 s", False, 1.0))
+    return rows
+
+
+CASES = {"train": train_throughput, "rope": rope_apply, "long": long_eval, "cli": cli_startup}

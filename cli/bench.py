@@ -1,0 +1,55 @@
+"""``posenc bench``: speed and memory against the reference implementations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.common import console, fail
+
+
+def bench(
+    only: Annotated[str | None, typer.Option(help="Comma list of cases: train, rope, long, cli (default: all).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes and short timings: checks the harness only.")] = False,
+    threads: Annotated[int, typer.Option(help="torch threads for every measurement.")] = 2,
+    out: Annotated[Path, typer.Option(help="Folder for bench.csv, bench.md and environment.json.")] = Path("results/bench"),
+) -> None:
+    """Benchmark posenc against transformers (training step, RoPE) and its own baselines
+    (schemes vs NoPE, long-context evaluation), and the CLI start-up time.
+
+    Example: posenc bench --only rope,cli
+    """
+    import pandas as pd
+    import torch
+    from rich.table import Table
+
+    from benchmarks.suite import CASES, Sizes, environment
+    from posenc.results import write_json, write_table
+
+    names = [n.strip() for n in (only or ",".join(CASES)).split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown or not names:
+        raise fail(f"unknown benchmark '{','.join(unknown)}'; valid: {', '.join(CASES)}")
+    if threads < 1:
+        raise fail(f"--threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+    sizes = Sizes.quick() if quick else Sizes()
+    rows = [r for name in names for r in CASES[name](sizes, threads)]
+    table = pd.DataFrame(rows)
+    write_table(table, out, "bench")
+    write_json(out / "environment.json", {**environment(threads), "quick": quick})
+
+    view = Table(title=f"posenc bench ({threads} threads, torch {torch.__version__})")
+    for column in ("benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"):
+        view.add_column(column, justify="right" if column in ("posenc", "reference", "ratio") else "left")
+    for r in rows:
+        view.add_row(r["benchmark"], r["case"], f"{r['posenc']:.4g}", f"{r['reference']:.4g}", r["unit"],
+                     f"{r['ratio']:.3f}", r["goal"], "yes" if r["met"] else "NO")
+    console.print(view)
+    console.print(f"written: {out / 'bench.csv'}, {out / 'bench.md'}", highlight=False)
+
+
+def main() -> None:
+    typer.run(bench)

@@ -1,0 +1,40 @@
+import math
+
+import pandas as pd
+import pytest
+
+from benchmarks.suite import Sizes, long_eval, rope_apply, row
+
+
+def test_ratio_and_goal_direction():
+    assert row("b", "c", 2.0, 1.0, "tokens/s", ">= 1", True, 1.0)["met"]
+    assert not row("b", "c", 2.0, 1.0, "s", "<= 1", False, 1.0)["met"]
+    assert row("b", "c", 0.5, 1.0, "s", "<= 1", False, 1.0)["ratio"] == 0.5
+
+
+def test_rope_rows_agree_with_transformers():
+    rows = rope_apply(Sizes.quick(), threads=1)
+    assert [r["case"].split()[0] for r in rows] == ["forward", "forward+backward", "max"]
+    assert rows[2]["posenc"] <= 1e-5 and rows[2]["met"]
+    assert all(r["posenc"] > 0 and r["reference"] > 0 for r in rows[:2])
+
+
+@pytest.mark.slow  # one fresh Python process per scheme
+def test_long_eval_runs_each_fitting_scheme_in_a_fresh_process():
+    rows = long_eval(Sizes.quick(), threads=1)
+    cases = {r["case"] for r in rows}
+    assert {"nope @ 64 time vs nope", "rope @ 64 peak RSS"} <= cases
+    rss = [r["posenc"] for r in rows if r["unit"] == "GiB"]
+    assert all(0.01 < x < 4 for x in rss)
+
+
+def test_bench_command_writes_its_table(cli, tmp_path):
+    code, out, err = cli("bench", "--quick", "--only", "rope,cli", "--threads", "1", "--out", tmp_path)
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / "bench.csv")
+    assert set(table["benchmark"]) == {"rope apply", "cli start-up"}
+    assert not math.isnan(table.loc[0, "ratio"])
+    assert (tmp_path / "environment.json").exists() and (tmp_path / "bench.md").exists()
+    code, _, err = cli("bench", "--only", "warp", "--out", tmp_path / "x")
+    assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, cli" in err
+    assert not (tmp_path / "x").exists()

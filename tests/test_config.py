@@ -1,0 +1,64 @@
+import pytest
+import torch
+
+from posenc.build import build
+from posenc.config import GROUPS, compose, instantiate, list_options
+from posenc.errors import ConfigError
+
+SMALL = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=48",
+         "train.seq_len=16", "train.steps=2"]
+
+
+def test_every_group_has_options_with_descriptions():
+    for group in GROUPS:
+        options = list_options(group)
+        assert options, group
+        assert all(description.strip() for description in options.values()), group
+
+
+@pytest.mark.parametrize("group", ["model", "pe", "task", "train", "eval", "experiment"])
+def test_every_option_composes_and_builds(group):
+    for option in list_options(group):
+        cfg = compose([f"{group}={option}", *SMALL] if group != "experiment" else [f"experiment={option}"])
+        assert cfg.choices[group] == option
+        setup = build(cfg)
+        x = torch.randint(0, setup.task.vocab_size, (2, 8))
+        assert setup.model(x).shape == (2, 8, setup.task.vocab_size)
+
+
+def test_interpolations_follow_the_model():
+    cfg = compose(["pe=rope", "model.d_model=96", "model.n_heads=3"])
+    assert cfg.pe.head_dim == 32
+    cfg = compose(["pe=learned", "train.seq_len=77"])
+    assert cfg.pe.max_len == 77
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["pe=foo"], "unknown pe 'foo'; valid: .*nope.*rope"),
+    (["model=foo"], "unknown model 'foo'; valid: .*lm_tiny"),
+    (["task=foo"], "unknown task 'foo'; valid: .*text"),
+    (["train.foo=1"], "unknown override key 'train.foo'; valid keys in train: steps"),
+    (["+pe.foo=1"], "unknown key 'pe.foo'; valid keys: head_dim"),
+    (["train.lr=abc"], "train.lr: expected float, got 'abc'"),
+    (["train.steps=1.5"], "train.steps: expected int, got 1.5"),
+    (["model.tie_embeddings=maybe"], "model.tie_embeddings: expected bool"),
+    (["pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
+    (["model.d_model=102"], "102 is not divisible by 4"),
+    (["model.d_model=36", "model.n_heads=4"], "even rotary dimension"),
+    (["pe=learned", "pe.max_len=8"], "table of 8 positions, shorter than train.seq_len=128"),
+    (["train.seq_len=100000000"], "longer than the train split"),
+    (["train.warmup_steps=-1"], "train.warmup_steps must be >= 0"),
+    (["train.device=tpu"], "train.device 'tpu' is not a device"),
+    (["seed=abc"], "seed: expected an integer"),
+    (["train.lr="], "train.lr: expected float, got ''"),
+])
+def test_mistakes_are_one_line_config_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        build(compose(overrides))
+    assert "\n" not in str(info.value)
+
+
+def test_instantiate_checks_injected_arguments():
+    cfg = compose([])
+    with pytest.raises(ConfigError, match="model.pe: expected PositionScheme"):
+        instantiate(cfg.model, "model", pe="rope", vocab_size=10)
