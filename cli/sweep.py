@@ -15,7 +15,7 @@ from cli.common import Overrides, ResultsDir, console, fail, user_errors
 
 # configs/hydra/launcher/submitit_slurm.yaml sets posenc's SLURM defaults and is checked against
 # the plugin's schema of the same name; Hydra 1.3 still does that, with a deprecation warning.
-warnings.filterwarnings("ignore", message=r".*is validated against ConfigStore schema", category=UserWarning)
+warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema", category=UserWarning)
 
 
 def _job(cfg: Any) -> dict[str, Any]:

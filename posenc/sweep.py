@@ -22,6 +22,7 @@ import importlib
 import inspect
 import json
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,6 @@ from posenc.errors import ConfigError, UserError
 from posenc.results import RunDir, make_unique_dir, write_json, write_table
 from posenc.stats import aggregate
 
-STATES = ("pending", "running", "completed", "failed", "interrupted")
 SWEEP_FILE = "sweep.json"
 
 
@@ -61,7 +61,10 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
         raise ConfigError(f"unknown launcher '{launcher}'; valid: {', '.join(valid)}")
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module="configs", version_base="1.3"):
+        with initialize_config_module(config_module="configs", version_base="1.3"), warnings.catch_warnings():
+            # configs/hydra/launcher/submitit_slurm.yaml is checked against the plugin's schema of
+            # the same name; Hydra 1.3 does that and warns that it is deprecated
+            warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema")
             hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides], return_hydra_config=True)
     except Exception as e:  # Hydra raises several types; all mean an override that does not apply
         raise ConfigError(f"launcher {launcher}: {str(e).strip().splitlines()[0]}") from None
@@ -197,7 +200,8 @@ def runs_table(sweep_dir: Path) -> pd.DataFrame:
         row: dict[str, Any] = {"job": num, **_override_columns(job), "status": "pending", "error": ""}
         if run is not None:
             summary = RunDir(run).read_summary()
-            row.update(status=summary.get("status", "running"), error=summary.get("error") or "")
+            error = (summary.get("error") or "").strip().splitlines()
+            row.update(status=summary.get("status", "running"), error=error[0] if error else "")
             row["run_dir"] = str(run)
             table_path = run / "table.csv"
             if row["status"] == "completed" and table_path.exists():

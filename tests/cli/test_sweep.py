@@ -166,7 +166,7 @@ def test_submitit_slurm_without_slurm_submits_nothing(tmp_path, monkeypatch):
     assert not tmp_path.joinpath("sweeps").exists()
 
 
-@pytest.mark.filterwarnings("ignore:.*is validated against ConfigStore schema")
+@pytest.mark.filterwarnings("ignore:(?s).*is validated against ConfigStore schema")
 def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module

@@ -72,6 +72,7 @@ def reference(reference_run) -> tuple[list[dict], dict]:
     return metrics(reference_run)
 
 
+@pytest.mark.slow  # three to four fresh processes (torch import each)
 def test_sigkill_at_a_random_moment_then_resume_gives_identical_metrics(tmp_path, reference):
     proc = posenc("train", "-q", *ARGS, results=tmp_path)
     run = wait_for_checkpoint(tmp_path, proc)
@@ -90,6 +91,7 @@ def test_sigkill_at_a_random_moment_then_resume_gives_identical_metrics(tmp_path
     assert json.loads((run / "summary.json").read_text())["status"] == "completed"
 
 
+@pytest.mark.slow  # three to four fresh processes (torch import each)
 def test_sigterm_saves_a_checkpoint_at_the_step_then_resume_gives_identical_metrics(tmp_path, reference):
     proc = posenc("train", "-q", *ARGS, results=tmp_path)
     run = wait_for_checkpoint(tmp_path, proc)
@@ -111,6 +113,7 @@ def test_sigterm_saves_a_checkpoint_at_the_step_then_resume_gives_identical_metr
     assert metrics(run) == reference
 
 
+@pytest.mark.slow  # three to four fresh processes (torch import each)
 def test_resume_refuses_another_config_and_a_missing_dir(tmp_path, reference_run):
     run = reference_run
     before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
