@@ -13,8 +13,8 @@ import typer
 
 from cli.common import Overrides, ResultsDir, console, fail, user_errors
 
-# configs/hydra/launcher/submitit_slurm.yaml sets posenc's SLURM defaults and is checked against
-# the plugin's schema of the same name; Hydra 1.3 still does that, with a deprecation warning.
+# posenc.sweep.SCHEMA_WARNING, here too because a submitit job imports this module (not
+# posenc.sweep, which start-up would pay for) before Hydra loads the launcher config again
 warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema", category=UserWarning)
 
 
@@ -44,8 +44,9 @@ def sweep(
 
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         check_launcher(launcher, hydra_overrides)
-        if launcher == "submitit_slurm" and shutil.which("sbatch") is None:
-            raise UserError("launcher 'submitit_slurm' needs SLURM, but 'sbatch' is not on PATH; "
+        missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
+        if launcher == "submitit_slurm" and missing:
+            raise UserError(f"launcher 'submitit_slurm' needs SLURM, but '{missing[0]}' is not on PATH; "
                             "on this machine use basic, joblib or submitit_local")
         jobs = expand(job_overrides)
         check_jobs(jobs)
@@ -62,6 +63,8 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     """Hand the sweep to Hydra's ``@hydra.main`` as if from its own command line."""
     import hydra
 
+    from posenc.sweep import quiet_schema_matching
+
     entry = hydra.main(config_path="pkg://configs", config_name="config", version_base="1.3")(_job)
     argv = [sys.argv[0], "--multirun", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
             *hydra_overrides, *job_overrides]
@@ -69,7 +72,8 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        entry()
+        with quiet_schema_matching():
+            entry()
     except SystemExit as e:  # Hydra reports its own errors, then exits
         return int(e.code or 0)
     finally:

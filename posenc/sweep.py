@@ -23,7 +23,8 @@ import inspect
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from posenc.results import RunDir, make_unique_dir, write_json, write_table
 from posenc.stats import aggregate
 
 SWEEP_FILE = "sweep.json"
+SCHEMA_WARNING = r"(?s).*is validated against ConfigStore schema"
 
 
 def launchers() -> list[str]:
@@ -50,6 +52,15 @@ def launchers() -> list[str]:
         GlobalHydra.instance().clear()
 
 
+@contextmanager
+def quiet_schema_matching() -> Iterator[None]:
+    """configs/hydra/launcher/submitit_slurm.yaml is checked against the plugin's schema of the
+    same name: Hydra 1.3 still does that, with a deprecation warning that says nothing to a user."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=SCHEMA_WARNING, category=UserWarning)
+        yield
+
+
 def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
     """The launcher exists and the Hydra overrides (``hydra.launcher.partition=gpu``) apply to it."""
     from hydra import compose as hydra_compose
@@ -61,10 +72,7 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
         raise ConfigError(f"unknown launcher '{launcher}'; valid: {', '.join(valid)}")
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module="configs", version_base="1.3"), warnings.catch_warnings():
-            # configs/hydra/launcher/submitit_slurm.yaml is checked against the plugin's schema of
-            # the same name; Hydra 1.3 does that and warns that it is deprecated
-            warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema")
+        with initialize_config_module(config_module="configs", version_base="1.3"), quiet_schema_matching():
             hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides], return_hydra_config=True)
     except Exception as e:  # Hydra raises several types; all mean an override that does not apply
         raise ConfigError(f"launcher {launcher}: {str(e).strip().splitlines()[0]}") from None

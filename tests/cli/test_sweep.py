@@ -166,6 +166,35 @@ def test_submitit_slurm_without_slurm_submits_nothing(tmp_path, monkeypatch):
     assert not tmp_path.joinpath("sweeps").exists()
 
 
+FAKE_SBATCH = """#!/bin/sh
+for a in "$@"; do last="$a"; done
+cp "$last" "$FAKE_SBATCH_RECORD"
+echo "sbatch: error: this is not a cluster" >&2
+exit 1
+"""
+
+
+def test_submitit_slurm_hands_sbatch_the_settings_of_the_config_tree_and_the_command_line(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SBATCH_RECORD", str(tmp_path / "script.sh"))
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "seed=0,1,2", "--launcher", "submitit_slurm",
+                                      "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=3",
+                                      "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 1  # the fake sbatch refused: the launcher stops, nothing ran
+    script = (tmp_path / "script.sh").read_text().splitlines()
+    for line in ["#SBATCH --array=0-5%3", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=1",
+                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32GB", "#SBATCH --time=240",
+                 "#SBATCH --signal=USR2@120", "#SBATCH --job-name=posenc"]:
+        assert line in script
+    assert not list((tmp_path / "results").glob("sweeps/*/*/runs"))
+
+
 @pytest.mark.filterwarnings("ignore:(?s).*is validated against ConfigStore schema")
 def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
     from hydra import compose as hydra_compose
