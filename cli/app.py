@@ -10,6 +10,7 @@ from cli.bench import bench
 from cli.compare import compare
 from cli.list import list_
 from cli.report import report
+from cli.resolution import resolution
 from cli.sweep import sweep
 from cli.train import train
 
@@ -29,6 +30,7 @@ app = typer.Typer(
 app.command("train")(train)
 app.command("list")(list_)
 app.command("bench")(bench)
+app.command("resolution")(resolution)
 app.command("sweep")(sweep)
 app.command("compare")(compare)
 app.command("report")(report)

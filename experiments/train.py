@@ -40,13 +40,19 @@ def run(
         run_dir = RunDir.reopen(resume, setup.config)
     device = resolve_device(setup.train.device)
     task, ev = setup.task, setup.eval
-    periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
-    final = task.eval_windows(setup.train.seq_len, ev.max_windows)
+    images = getattr(task, "kind", "tokens") == "image"
+    if images:  # one label per image; the eval windows are validation images
+        batches = task.train_batch
+        periodic, final = task.eval_set(max_items=ev.periodic_windows), task.eval_set(max_items=ev.max_windows)
+    else:
+        batches = lambda b, g: task.train_batch(b, setup.train.seq_len, g)  # noqa: E731
+        periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
+        final = task.eval_windows(setup.train.seq_len, ev.max_windows)
 
     started = time.perf_counter()
     try:
         result = train(
-            setup.model, lambda b, g: task.train_batch(b, setup.train.seq_len, g), setup.train,
+            setup.model, batches, setup.train,
             seed=setup.seed, run=run_dir,
             validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
             on_log=on_log, resume=resume is not None,
@@ -64,15 +70,21 @@ def run(
     choices = setup.config["choices"]
     row = {
         "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,
-        "steps": result.steps, "seq_len": setup.train.seq_len,
-        "params": sum(p.numel() for p in setup.model.parameters()),
-        "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
-        "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
-        "unigram_bpb": task.unigram_bits_per_byte(),
-        "tokens_per_s": result.tokens_per_s, "seconds": time.perf_counter() - started,
+        "steps": result.steps,
     }
+    if images:
+        pixels = final[0][0].numel()  # the loop counts input elements: C·H·W per image
+        row |= {"resolution": task.resolution, "params": sum(p.numel() for p in setup.model.parameters()),
+                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_accuracy": scores["accuracy"],
+                "chance": 1 / task.num_classes, "images_per_s": result.tokens_per_s / pixels}
+    else:
+        row |= {"seq_len": setup.train.seq_len, "params": sum(p.numel() for p in setup.model.parameters()),
+                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
+                "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
+                "unigram_bpb": task.unigram_bits_per_byte(), "tokens_per_s": result.tokens_per_s}
+    row["seconds"] = time.perf_counter() - started
     table = pd.DataFrame([row])
     write_table(table, run_dir.path)
-    run_dir.update_summary(status="completed", device=str(device), run_dir=str(run_dir.path),
-                           per_position_loss=scores["per_position"], **row)
+    extra = {} if images else {"per_position_loss": scores["per_position"]}
+    run_dir.update_summary(status="completed", device=str(device), run_dir=str(run_dir.path), **extra, **row)
     return table, run_dir

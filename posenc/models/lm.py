@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from posenc.errors import ConfigError
-from posenc.models.blocks import Block, RMSNorm
+from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionScheme, default_positions
 
 
@@ -64,15 +64,7 @@ class CausalLM(nn.Module):
         self._init(init_std, n_layers)
 
     def _init(self, std: float, n_layers: int) -> None:
-        for name, p in self.named_parameters():
-            if name.startswith("pe."):
-                continue  # schemes initialise their own parameters
-            if p.dim() >= 2:
-                # residual projections scaled down with depth (GPT-2)
-                scale = 1 / math.sqrt(2 * n_layers) if name.endswith(("attn.o.weight", "mlp.down.weight")) else 1.0
-                nn.init.normal_(p, std=std * scale)
-            elif name.endswith(".bias"):
-                nn.init.zeros_(p)
+        init_weights(self, std, n_layers)
 
     def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits."""
