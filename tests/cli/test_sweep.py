@@ -17,7 +17,7 @@ from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
 from cli.app import app
-from posenc.config import compose
+from posenc.config import compose, list_options
 from posenc.results import config_hash, flatten, RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +140,7 @@ def _cmdline(proc: Path) -> str:
 
 @pytest.mark.parametrize("args, message", [
     (["--launcher", "sge"], "error: unknown launcher 'sge'; valid: basic, joblib, submitit_local, submitit_slurm"),
-    (["pe=rope,foo"], "error: job pe=foo: unknown pe 'foo'; valid: learned, nope, rope, sinusoidal"),
+    (["pe=rope,foo"], f"error: job pe=foo: unknown pe 'foo'; valid: {', '.join(list_options('pe'))}"),
     (["pe=rope", "protocol=experiments.nothere.run"],
      "error: protocol: cannot import 'experiments.nothere.run'; "
      "it names a function such as experiments.train.run"),
