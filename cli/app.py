@@ -8,6 +8,7 @@ import typer
 
 from cli.bench import bench
 from cli.compare import compare
+from cli.extrapolate import extrapolate
 from cli.list import list_
 from cli.report import report
 from cli.resolution import resolution
@@ -30,6 +31,7 @@ app = typer.Typer(
 app.command("train")(train)
 app.command("list")(list_)
 app.command("bench")(bench)
+app.command("extrapolate")(extrapolate)
 app.command("resolution")(resolution)
 app.command("sweep")(sweep)
 app.command("compare")(compare)
