@@ -8,10 +8,13 @@ import typer
 
 from cli.bench import bench
 from cli.check import check
+from cli.compare import compare
 from cli.extrapolate import extrapolate
 from cli.list import list_
 from cli.order import order
+from cli.report import report
 from cli.resolution import resolution
+from cli.sweep import sweep
 from cli.train import train
 
 try:  # recent Typer vendors click; older releases use click itself
@@ -34,6 +37,9 @@ app.command("order")(order)
 app.command("check")(check)
 app.command("extrapolate")(extrapolate)
 app.command("resolution")(resolution)
+app.command("sweep")(sweep)
+app.command("compare")(compare)
+app.command("report")(report)
 
 
 def main() -> None:

@@ -34,8 +34,9 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a user mistake into one line and exit code 2, a diverged run into exit code 1."""
-    from posenc.errors import TrainingDiverged, UserError
+    """Turn a user mistake into one line and exit code 2, a diverged run into exit code 1, a
+    stop signal (after its checkpoint) into exit code 128 + the signal number."""
+    from posenc.errors import Interrupted, TrainingDiverged, UserError
 
     try:
         yield
@@ -43,6 +44,8 @@ def user_errors() -> Iterator[None]:
         raise fail(str(e)) from None
     except TrainingDiverged as e:
         raise fail(f"run failed: {e}", code=1) from None
+    except Interrupted as e:
+        raise fail(f"interrupted: {e}", code=e.exit_code) from None
 
 
 def overrides_from(options: dict[str, Any], extra: list[str] | None) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,6 +18,9 @@ def train(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    resume: Annotated[Path | None, typer.Option(
+        help="Continue the run in this directory from its last checkpoint. Without other options "
+             "it keeps the run's own config; with them, they must give the same config.")] = None,
     overrides: Overrides = None,
 ) -> None:
     """Train a model with a position scheme on a task and print its validation scores.
@@ -24,14 +28,20 @@ def train(
     Example: posenc train --pe rope model.n_layers=2 train.lr=1e-3
     """
     with user_errors():
+        from omegaconf import OmegaConf
+
         from experiments.train import run
         from posenc.config import compose
-        from posenc.results import results_root
+        from posenc.results import RunDir, results_root
 
-        cfg = compose(overrides_from(
-            {"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides))
+        given = overrides_from(
+            {"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides)
+        if resume is not None and not given:
+            cfg = OmegaConf.create(RunDir.open(resume).read_config())
+        else:
+            cfg = compose(given)
         label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
         with Progress(cfg.train.steps, quiet, label) as progress:
-            table, run_dir = run(cfg, results_root=results_root(results_dir), on_log=progress)
+            table, run_dir = run(cfg, results_root=results_root(results_dir), on_log=progress, resume=resume)
     print_record(label, table.iloc[0].to_dict())
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

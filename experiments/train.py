@@ -11,7 +11,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from posenc.build import Setup, build
-from posenc.errors import TrainingDiverged
+from posenc.errors import Interrupted, TrainingDiverged
 from posenc.evaluation import evaluate
 from posenc.results import RunDir, write_table
 from posenc.training import TrainResult, resolve_device, train
@@ -32,10 +32,13 @@ def eval_data(setup: Setup, max_items: int | None) -> tuple:
     return setup.task.eval_windows(setup.train.seq_len, max_items)
 
 
-def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None,
+        resume: bool = False) -> TrainResult:
     """Train ``setup.model`` (sequences at ``train.seq_len``), validating on a sample.
 
-    Checkpoints and metrics go to ``run_dir``; a failure is marked in its summary and re-raised.
+    Checkpoints and metrics go to ``run_dir``; with ``resume``, training continues from its last
+    checkpoint. A failure is marked in its summary and re-raised; so is a stop signal
+    (``interrupted``, after the checkpoint).
     """
     task, ev = setup.task, setup.eval
     if is_image_task(task):
@@ -49,8 +52,11 @@ def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] 
             setup.model, batches, setup.train,
             seed=setup.seed, run=run_dir,
             validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
-            on_log=on_log,
+            on_log=on_log, resume=resume,
         )
+    except (Interrupted, KeyboardInterrupt, SystemExit) as e:  # SystemExit: submitit requeues
+        run_dir.update_summary(status="interrupted", error=str(e) or type(e).__name__)
+        raise
     except TrainingDiverged as e:
         run_dir.update_summary(status="failed", error=str(e))
         raise
@@ -64,20 +70,25 @@ def run(
     *,
     results_root: Path,
     on_log: Callable[[dict[str, Any]], None] | None = None,
+    resume: Path | None = None,
 ) -> tuple[pd.DataFrame, RunDir]:
     """Train, evaluate on every validation window, write the run directory, return its table.
 
-    All checks happen in ``build`` before the run directory is created.
+    All checks happen in ``build`` before the run directory is created. ``resume`` continues
+    the run in that directory from its last checkpoint; it must hold the same config.
     """
     setup = build(cfg)
-    run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
+    if resume is None:
+        run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
+    else:
+        run_dir = RunDir.reopen(resume, setup.config)
     device = resolve_device(setup.train.device)
     task, ev = setup.task, setup.eval
     images = is_image_task(task)
     final = eval_data(setup, ev.max_windows)
 
     started = time.perf_counter()
-    result = fit(setup, run_dir, on_log)
+    result = fit(setup, run_dir, on_log, resume=resume is not None)
     scores = evaluate(setup.model, *final, batch_size=ev.batch_size, device=device)
     choices = setup.config["choices"]
     row = {

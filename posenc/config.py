@@ -94,10 +94,18 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
         raise ConfigError(_hydra_message(e)) from None
     finally:
         GlobalHydra.instance().clear()
-    choices = {g: cfg.hydra.runtime.choices.get(g) for g in GROUPS}
+    return with_choices(cfg, cfg.hydra.runtime.choices)
+
+
+def with_choices(cfg: DictConfig, choices: Any) -> DictConfig:
+    """``cfg`` without a ``hydra`` node and with a ``choices`` node naming the option picked in
+    every group: what ``compose`` returns, made from the config Hydra hands a ``@hydra.main`` job
+    (with ``HydraConfig.get().runtime.choices``)."""
+    picked = {g: choices.get(g) for g in GROUPS}
     with _unlocked(cfg):
-        del cfg["hydra"]
-        cfg.choices = choices
+        if "hydra" in cfg:
+            del cfg["hydra"]
+        cfg.choices = picked
     return cfg
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,34 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def replace_folder(target: Path, fill: Callable[[Path], None]) -> None:
+    """Fill a fresh ``<target>.new`` with ``fill``, then put it in place of ``target``.
+
+    A crash at any moment leaves the whole old folder or the whole new one: the new folder only
+    replaces the old after it is complete, and ``settle_folder`` finishes a swap that stopped
+    between the two renames. (Files written one by one could mix two states.)
+    """
+    target = Path(target)
+    new, old = target.with_name(target.name + ".new"), target.with_name(target.name + ".old")
+    settle_folder(target)
+    shutil.rmtree(new, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    new.mkdir(parents=True)
+    fill(new)
+    if target.exists():
+        os.rename(target, old)
+    os.rename(new, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def settle_folder(target: Path) -> None:
+    """Finish a ``replace_folder`` that stopped after moving the old folder away."""
+    target = Path(target)
+    new, old = target.with_name(target.name + ".new"), target.with_name(target.name + ".old")
+    if not target.exists() and old.exists() and new.exists():
+        os.rename(new, target)
+
+
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -56,6 +86,23 @@ def config_hash(config: dict[str, Any]) -> str:
     """A stable hash of a resolved config (key order does not matter)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"train": {"lr": 1}}`` → ``{"train.lr": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The dotted keys whose values differ between two nested configs (or exist in one only)."""
+    fa, fb = flatten(a), flatten(b)
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, KeyError) != fb.get(k, KeyError))
 
 
 def write_table(df: pd.DataFrame, folder: Path, stem: str = "table") -> tuple[Path, Path]:
@@ -79,6 +126,20 @@ def write_png(fig: Any, path: Path, dpi: int = 120) -> Path:
     return Path(path)
 
 
+def make_unique_dir(parent: Path, stem: str) -> Path:
+    """A new folder ``parent/stem`` (or ``stem-1``, ``stem-2``, …) that no other process got."""
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        path = parent / (stem if i == 0 else f"{stem}-{i}")
+        try:
+            path.mkdir()  # atomic: two processes never get the same folder
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a folder {stem} under {parent}")
+
+
 class RunDir:
     """``<root>/runs/<timestamp>-<name>-<shorthash>/`` with the files of one run."""
 
@@ -88,21 +149,34 @@ class RunDir:
 
     @classmethod
     def create(cls, root: Path, name: str, config: dict[str, Any]) -> RunDir:
-        runs = Path(root) / "runs"
-        runs.mkdir(parents=True, exist_ok=True)
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{config_hash(config)[:8]}"
-        for i in range(1000):
-            path = runs / (stem if i == 0 else f"{stem}-{i}")
-            try:
-                path.mkdir()  # atomic: two processes never get the same folder
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise RuntimeError(f"could not create a run directory under {runs}")
+        path = make_unique_dir(Path(root) / "runs", stem)
         run = cls(path)
         atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         run.write_summary({"status": "running", "name": name, "config_hash": config_hash(config)})
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory; a path that is not one is a ``UserError``."""
+        from posenc.errors import UserError
+
+        path = Path(path)
+        if not (path / "config.yaml").is_file() or not (path / "summary.json").is_file():
+            raise UserError(f"'{path}' is not a run directory (no config.yaml and summary.json)")
+        return cls(path)
+
+    @classmethod
+    def reopen(cls, path: Path, config: dict[str, Any]) -> RunDir:
+        """An existing run directory, to resume; refused unless it holds the same ``config``."""
+        from posenc.errors import UserError
+
+        run = cls.open(path)
+        saved = run.read_config()
+        if config_hash(saved) != config_hash(config):
+            keys = differing_keys(saved, config)
+            raise UserError(f"cannot resume '{path}': it holds another config (differs in {', '.join(keys)})")
+        run.update_summary(status="running", error=None, resumes=run.read_summary().get("resumes", 0) + 1)
         return run
 
     @property
@@ -113,6 +187,18 @@ class RunDir:
         """Append a record to ``metrics.jsonl`` (the file is rewritten atomically)."""
         self.records.append(record)
         atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.records))
+
+    def read_records(self) -> list[dict[str, Any]]:
+        path = self.path / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def rewind(self, step: int) -> None:
+        """Keep only the records of steps up to ``step`` (in memory and in ``metrics.jsonl``)."""
+        self.records = [r for r in self.read_records() if r["step"] <= step]
+        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.records))
+
+    def read_config(self) -> dict[str, Any]:
+        return yaml.safe_load((self.path / "config.yaml").read_text())
 
     def read_summary(self) -> dict[str, Any]:
         return json.loads((self.path / "summary.json").read_text())

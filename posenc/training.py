@@ -2,6 +2,7 @@
 
 Given one seed, a CPU run is bit-for-bit repeatable: batches come from a seeded generator whose
 state is saved in every checkpoint with the optimizer's, so a resumed run continues exactly.
+Validation and logging draw no random numbers, so they never shift the batches.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import io
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,8 @@ import torch.nn.functional as F
 
 from posenc.errors import ConfigError, TrainingDiverged
 from posenc.evaluation import IGNORE_INDEX
-from posenc.results import RunDir, atomic_write_bytes
+from posenc.results import RunDir, atomic_write_bytes, replace_folder, settle_folder
+from posenc.signals import deferred_stop_signals
 
 
 @dataclass
@@ -91,23 +94,46 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
 
 
 def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    step: int, generator: torch.Generator) -> None:
-    """``model.safetensors`` (weights) and ``trainer.pt`` (optimizer, step, RNG states)."""
+                    step: int, generator: torch.Generator, train_loss: float = float("nan")) -> None:
+    """``model.safetensors`` (weights) and ``trainer.pt`` (optimizer, step, RNG states, last loss).
+
+    The two files replace the previous pair together, so a kill never pairs weights of one
+    step with optimizer state of another.
+    """
     from safetensors.torch import save
 
     weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    atomic_write_bytes(folder / "model.safetensors", save(weights, metadata={"step": str(step)}))
     state = {"step": step, "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-             "torch_rng": torch.get_rng_state()}
+             "torch_rng": torch.get_rng_state(), "train_loss": train_loss}
     buf = io.BytesIO()
     torch.save(state, buf)
-    atomic_write_bytes(folder / "trainer.pt", buf.getvalue())
+
+    def fill(new: Path) -> None:
+        atomic_write_bytes(new / "model.safetensors", save(weights, metadata={"step": str(step)}))
+        atomic_write_bytes(new / "trainer.pt", buf.getvalue())
+
+    replace_folder(folder, fill)
 
 
 def load_weights(folder: Path, model: torch.nn.Module) -> None:
     from safetensors.torch import load_file
 
     model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+
+
+def load_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    generator: torch.Generator) -> dict[str, Any] | None:
+    """Restore what ``save_checkpoint`` wrote; return the trainer state (``step``, ``train_loss``),
+    or None when there is no checkpoint yet."""
+    settle_folder(folder)
+    if not (Path(folder) / "trainer.pt").exists():
+        return None
+    load_weights(folder, model)
+    state = torch.load(Path(folder) / "trainer.pt", map_location="cpu", weights_only=True)  # optimizer state follows the params
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    return state
 
 
 @dataclass
@@ -134,6 +160,7 @@ def train(
     run: RunDir | None = None,
     validate: Callable[[torch.nn.Module], dict[str, Any]] | None = None,
     on_log: Callable[[dict[str, Any]], None] | None = None,
+    resume: bool = False,
 ) -> TrainResult:
     """Train ``model`` on ``batches(batch_size, generator)`` for ``cfg.steps`` steps.
 
@@ -143,6 +170,12 @@ def train(
     ``validate`` is called every ``eval_every`` steps and at the end; its numbers are logged.
     Every record logged goes to ``run`` (``metrics.jsonl``) and to ``on_log`` (a progress bar).
     A non-finite loss raises ``TrainingDiverged`` after logging the step that produced it.
+
+    With ``resume``, training continues from ``run``'s checkpoint (if it has one): weights,
+    optimizer, step and RNG states come back, and ``metrics.jsonl`` keeps the records up to that
+    step, so the log and every loss and score match an uninterrupted run (on CPU, bit for bit;
+    only the timing fields differ). While training into ``run``, SIGTERM and SIGINT end the
+    current step, save a checkpoint and raise ``Interrupted``.
     """
     device = resolve_device(cfg.device)
     model.to(device).train()
@@ -150,36 +183,45 @@ def train(
     generator = torch.Generator().manual_seed(seed)
     emit = (lambda r: (run.log(r) if run else None, on_log(r) if on_log else None))
 
+    first, loss_value = 0, float("nan")
+    if resume and run is not None:
+        state = load_checkpoint(run.checkpoint_dir, model, optimizer, generator)
+        if state is not None:
+            first, loss_value = state["step"], state.get("train_loss", float("nan"))
+        run.rewind(first)  # records past the checkpoint were never saved with it: redo them
     tokens, start, window_tokens, window_start = 0, time.perf_counter(), 0, time.perf_counter()
-    loss_value = float("nan")
-    for step in range(cfg.steps):
-        lr = lr_at(step, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        x, y = batches(cfg.batch_size, generator)
-        x, y = x.to(device), y.to(device)
-        logits = model(x)  # (b, s, V) or (b, C)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX)
-        loss_value = loss.detach().item()
-        if not math.isfinite(loss_value):
-            emit({"step": step + 1, "train_loss": loss_value, "lr": lr})
-            raise TrainingDiverged(f"loss became {loss_value} at step {step + 1}; lower train.lr or check the data")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        tokens += x.numel()
-        window_tokens += x.numel()
-        done = step + 1
-        if done % cfg.log_every == 0 or done == cfg.steps:
-            now = time.perf_counter()
-            emit({"step": done, "train_loss": loss_value, "lr": lr, "grad_norm": float(grad_norm),
-                  "tokens_per_s": window_tokens / max(now - window_start, 1e-9), "elapsed_s": now - start})
-            window_tokens, window_start = 0, now
-        if validate is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
-            metrics = validate(model)
-            emit({"step": done, **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)}})
-            window_start = time.perf_counter()  # validation time is not training throughput
-        if run is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
-            save_checkpoint(run.checkpoint_dir, model, optimizer, done, generator)
+    with deferred_stop_signals(run.path) if run is not None else nullcontext(lambda: False) as stop:
+        for step in range(first, cfg.steps):
+            lr = lr_at(step, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = batches(cfg.batch_size, generator)
+            x, y = x.to(device), y.to(device)
+            logits = model(x)  # (b, s, V) or (b, C)
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX)
+            loss_value = loss.detach().item()
+            if not math.isfinite(loss_value):
+                emit({"step": step + 1, "train_loss": loss_value, "lr": lr})
+                raise TrainingDiverged(f"loss became {loss_value} at step {step + 1}; lower train.lr or check the data")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            tokens += x.numel()
+            window_tokens += x.numel()
+            done = step + 1
+            if done % cfg.log_every == 0 or done == cfg.steps:
+                now = time.perf_counter()
+                emit({"step": done, "train_loss": loss_value, "lr": lr, "grad_norm": float(grad_norm),
+                      "tokens_per_s": window_tokens / max(now - window_start, 1e-9), "elapsed_s": now - start})
+                window_tokens, window_start = 0, now
+            if validate is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
+                metrics = validate(model)
+                emit({"step": done, **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)}})
+                window_start = time.perf_counter()  # validation time is not training throughput
+            stopping = stop()  # read once: a signal arriving now waits for the next step
+            if run is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps or stopping):
+                save_checkpoint(run.checkpoint_dir, model, optimizer, done, generator, loss_value)
+            if stopping:
+                stop.deliver(done)
     return TrainResult(steps=cfg.steps, train_loss=loss_value, tokens=tokens, seconds=time.perf_counter() - start)

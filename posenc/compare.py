@@ -1,0 +1,147 @@
+"""Compare the tables of several runs, sweeps or CSV files, joined on the config keys that differ.
+
+A run directory contributes its ``table.csv`` rows, a sweep folder the rows of every run it
+holds, a CSV file its rows as they are. Rows of runs carry the config keys whose values differ
+between the runs (a group picked with ``pe=…`` shows as ``pe``, not as every ``pe.*`` value it
+implies); the metrics are the float columns the inputs share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from posenc.errors import UserError
+from posenc.results import RunDir, atomic_write_text, flatten
+
+_NOT_KEYS = ("_target_", "description")
+
+
+def runs_of(path: Path) -> list[Path]:
+    """The run directories an input names: itself, or every run of a sweep folder."""
+    from posenc.sweep import SWEEP_FILE, job_run, read_sweep
+
+    path = Path(path)
+    if (path / "config.yaml").is_file():
+        return [path]
+    if (path / SWEEP_FILE).is_file():
+        jobs = read_sweep(path)["jobs"]
+        return [run for num in range(len(jobs)) if (run := job_run(path / str(num))) is not None]
+    raise UserError(f"'{path}' is not a run directory, a sweep directory or a CSV table")
+
+
+def _differing(configs: list[dict]) -> list[str]:
+    """Dotted config keys that differ between runs; a differing group choice stands for its keys."""
+    flat = [flatten(c) for c in configs]
+    keys = sorted({k for f in flat for k in f})
+    differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1 and not k.endswith(_NOT_KEYS)]
+    groups = {k.split(".", 1)[1] for k in differ if k.startswith("choices.")}
+    named = [k.split(".", 1)[1] if k.startswith("choices.") else k for k in differ]
+    return [k for k in named if k.split(".", 1)[0] not in groups or k in groups]
+
+
+def load(inputs: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
+    """One table of every input's rows and the join keys (config keys that differ, then ``run``)."""
+    if not inputs:
+        raise UserError("nothing to compare: give run directories, sweep directories or CSV tables")
+    parts: list[tuple[str, pd.DataFrame, dict | None]] = []
+    for path in map(Path, inputs):
+        if path.suffix == ".csv":
+            if not path.is_file():
+                raise UserError(f"'{path}' does not exist")
+            parts.append((str(path), pd.read_csv(path).assign(run=path.stem), None))
+            continue
+        for run in runs_of(path):
+            if not (run / "table.csv").exists():
+                continue  # a failed or unfinished run has no table yet
+            parts.append((str(run), pd.read_csv(run / "table.csv").assign(run=run.name), RunDir(run).read_config()))
+    if not parts:
+        raise UserError(f"no finished run with a table in {', '.join(map(str, inputs))}")
+    common = set.intersection(*(set(t.columns) - {"run"} for _, t, _ in parts))
+    if not common:
+        described = "; ".join(f"{name}: {', '.join(c for c in t.columns if c != 'run')}" for name, t, _ in parts)
+        raise UserError(f"the inputs have no common keys to compare on ({described})")
+
+    configs = [c for _, _, c in parts if c is not None]
+    keys = _differing(configs) if len(configs) > 1 else []
+    tables = []
+    for _, table, config in parts:
+        values = {**flatten(config), **config["choices"]} if config is not None else {}
+        front = {k: values.get(k) for k in keys if k not in table.columns}
+        tables.append(table.assign(**front))
+    joined = pd.concat(tables, ignore_index=True)
+    key_cols = [k for k in keys if k in joined.columns] + ["run"]
+    rest = [c for c in joined.columns if c not in key_cols]
+    return joined[key_cols + rest], key_cols
+
+
+def metric_columns(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    return [c for c in table.columns if c not in keys and pd.api.types.is_float_dtype(table[c])]
+
+
+def select(table: pd.DataFrame, spec: str, inputs: Sequence[Path]) -> pd.Series:
+    """Rows of the baseline: those of one of the inputs (its path), or ``key=value[,key=value]``."""
+    for path in map(Path, inputs):
+        if Path(spec).resolve() == path.resolve():
+            names = [path.stem] if path.suffix == ".csv" else [run.name for run in runs_of(path)]
+            return table["run"].isin(names)
+    mask = pd.Series(True, index=table.index)
+    for term in spec.split(","):
+        key, sep, value = term.partition("=")
+        if not sep or key not in table.columns:
+            raise UserError(f"--baseline '{spec}': give one of the inputs, or key=value with a key among "
+                            f"{', '.join(table.columns)}")
+        if not (table[key].astype(str) == value).any():
+            raise UserError(f"--baseline '{spec}': no row has {key}={value}; values there: "
+                            f"{', '.join(sorted(set(table[key].astype(str))))}")
+        mask &= table[key].astype(str) == value
+    if not mask.any():
+        raise UserError(f"--baseline '{spec}' matches no row")
+    return mask
+
+
+def differences(table: pd.DataFrame, baseline: pd.Series, metrics: Sequence[str]) -> pd.DataFrame:
+    """``Δ metric`` columns: each row minus the baseline, matched on the columns that tell the
+    baseline's own rows apart (a seed, a length); the mean where several baseline rows match."""
+    base = table[baseline]
+    match = [c for c in table.columns if c not in metrics and c != "run" and base[c].nunique() > 1]
+    out = table.copy()
+    if match:
+        means = base.groupby(match)[list(metrics)].mean()
+        aligned = table[match].merge(means, left_on=match, right_index=True, how="left")
+        for m in metrics:
+            out[f"Δ {m}"] = table[m] - aligned[m].to_numpy()
+    else:
+        for m in metrics:
+            out[f"Δ {m}"] = table[m] - base[m].mean()
+    return out
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+          "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "Δ": r"$\Delta$"}
+
+
+def to_latex(table: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """A booktabs ``tabular`` of the table (written here: pandas' needs jinja2)."""
+    def cell(v: object) -> str:
+        text = format(v, floatfmt) if isinstance(v, float) else str(v)
+        return "".join(_LATEX.get(ch, ch) for ch in text)
+
+    align = "".join("r" if pd.api.types.is_numeric_dtype(table[c]) else "l" for c in table.columns)
+    lines = [f"\\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(map(cell, table.columns)) + r" \\",
+             r"\midrule"]
+    lines += [" & ".join(map(cell, row)) + r" \\" for row in table.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def export(table: pd.DataFrame, path: Path) -> None:
+    """Write the table as CSV, Markdown or LaTeX, by the file's extension."""
+    path = Path(path)
+    writers = {".csv": lambda t: t.to_csv(index=False), ".md": lambda t: t.to_markdown(index=False, floatfmt=".4g") + "\n",
+               ".tex": to_latex}
+    if path.suffix not in writers:
+        raise UserError(f"cannot export to '{path}': use a .csv, .md or .tex file")
+    atomic_write_text(path, writers[path.suffix](table))

@@ -1,0 +1,123 @@
+"""`posenc compare` and `posenc report` on run directories, a sweep folder and CSV tables made
+with the real RunDir and sweep code (no training: the numbers are chosen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from posenc import sweep
+from posenc.results import RunDir, write_table
+
+BASE = {"model": {"d_model": 32}, "pe": {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0},
+        "train": {"lr": 0.003, "steps": 20}, "seed": 0, "protocol": "experiments.train.run",
+        "choices": {"model": "lm_tiny", "pe": "rope", "task": "text"}}
+
+
+def fake_run(root: Path, pe: str, seed: int, val_loss: float, lr: float = 0.003) -> Path:
+    pe_node = {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0} if pe == "rope" else {"_target_": "posenc.pe.nope.NoPE", "ndim": 1}
+    config = {**BASE, "pe": pe_node, "seed": seed, "train": {"lr": lr, "steps": 20},
+              "choices": {**BASE["choices"], "pe": pe}}
+    run = RunDir.create(root, f"lm_tiny-{pe}-text", config)
+    for step in (10, 20):
+        run.log({"step": step, "train_loss": val_loss + 1 / step})
+        run.log({"step": step, "val_loss": val_loss + 0.5 / step})
+    write_table(pd.DataFrame([{"pe": pe, "seed": seed, "steps": 20, "val_loss": val_loss, "val_bpb": val_loss * 1.5}]), run.path)
+    run.update_summary(status="completed")
+    return run.path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_compare_joins_runs_on_differing_keys_with_paired_differences_and_exports(tmp_path):
+    runs = [fake_run(tmp_path, pe, seed, loss) for pe, seed, loss in
+            [("rope", 0, 2.0), ("rope", 1, 2.5), ("nope", 0, 3.0), ("nope", 1, 3.25)]]
+    out = [tmp_path / "cmp.csv", tmp_path / "cmp.md", tmp_path / "cmp.tex"]
+    result = invoke("compare", *map(str, runs), "--baseline", "pe=nope", "--metrics", "val_loss",
+                    *[a for p in out for a in ("-o", str(p))])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out[0])
+    # joined on pe and seed (the keys that differ; pe.* follow from the choice), then run
+    assert table.columns.tolist() == ["pe", "seed", "run", "steps", "val_loss", "Δ val_loss"]
+    assert table["run"].tolist() == [r.name for r in runs]
+    # paired by seed against the baseline rows: rope seed 0 - nope seed 0, …
+    assert table["Δ val_loss"].tolist() == pytest.approx([-1.0, -0.75, 0.0, 0.0])
+    md = out[1].read_text().splitlines()
+    assert md[0].split("|")[1:-1] == [" pe   ", "   seed ", f" {'run':<{len(runs[0].name)}} ", "   steps ",
+                                      "   val_loss ", "   Δ val_loss "]
+    tex = out[2].read_text()
+    assert tex.startswith("\\begin{tabular}{lrlrrr}\n\\toprule\npe & seed & run & steps & val\\_loss & $\\Delta$ val\\_loss \\\\\n\\midrule\n")
+    assert f"rope & 0 & {runs[0].name.replace('_', chr(92) + '_')} & 20 & 2 & -1 \\\\" in tex
+    assert tex.endswith("\\bottomrule\n\\end{tabular}\n")
+
+
+def test_compare_a_sweep_folder_and_a_csv_table(tmp_path):
+    jobs = [["pe=rope", "seed=0"], ["pe=rope", "seed=1"]]
+    sweep_dir = sweep.create(tmp_path, ["pe=rope", "seed=0,1"], "basic", jobs)
+    for num, loss in enumerate([2.0, 2.4]):
+        fake_run(sweep_dir / str(num), "rope", num, loss)
+    csv = tmp_path / "paper.csv"
+    pd.DataFrame([{"pe": "nope", "seed": 0, "val_loss": 3.0}, {"pe": "nope", "seed": 1, "val_loss": 3.2}]).to_csv(csv, index=False)
+    result = invoke("compare", str(sweep_dir), str(csv), "--baseline", str(csv), "--metrics", "val_loss",
+                    "-o", str(tmp_path / "out.csv"))
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "out.csv")
+    assert table[["pe", "seed", "val_loss"]].values.tolist() == [["rope", 0, 2.0], ["rope", 1, 2.4], ["nope", 0, 3.0], ["nope", 1, 3.2]]
+    assert table["Δ val_loss"].tolist() == pytest.approx([-1.0, -0.8, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("make_args, message", [
+    (lambda t, r: [str(r), str(t / "other.csv")], "the inputs have no common keys to compare on"),
+    (lambda t, r: [str(r), str(t / "missing")], "is not a run directory, a sweep directory or a CSV table"),
+    (lambda t, r: [str(r), "--baseline", "pe=alibi"], "--baseline 'pe=alibi': no row has pe=alibi; values there: rope"),
+    (lambda t, r: [str(r), "--baseline", "colour=red"], "--baseline 'colour=red': give one of the inputs, or key=value"),
+    (lambda t, r: [str(r), "--metrics", "bleu"], "unknown metric 'bleu'; valid: val_loss, val_bpb"),
+    (lambda t, r: [str(r), "-o", str(t / "x.xlsx")], "cannot export to"),
+])
+def test_compare_bad_input_is_one_line_and_exit_2(tmp_path, make_args, message):
+    run = fake_run(tmp_path, "rope", 0, 2.0)
+    pd.DataFrame([{"bleu": 1.0}]).to_csv(tmp_path / "other.csv", index=False)
+    result = invoke("compare", *make_args(tmp_path, run))
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not (tmp_path / "x.xlsx").exists()
+
+
+def test_report_puts_tables_statistics_curves_and_plots_in_one_markdown_file(tmp_path):
+    jobs = [["pe=rope", "seed=0"], ["pe=rope", "seed=1"], ["pe=rope", "seed=2"]]
+    sweep_dir = sweep.create(tmp_path, ["pe=rope", "seed=0,1,2"], "basic", jobs)
+    for num, loss in enumerate([2.0, 2.4, 2.2]):
+        fake_run(sweep_dir / str(num), "rope", num, loss)
+    sweep.write_tables(sweep_dir)
+    single = fake_run(tmp_path / "single", "nope", 0, 3.0)
+    (single / "heatmap.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+
+    result = invoke("report", str(sweep_dir), str(single), "--out", str(tmp_path / "rep"))
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert (tmp_path / "rep" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![training and validation loss](curves.png)" in report
+    assert "## Comparison" in report and "Joined on pe, seed, run." in report
+    assert f"## Sweep {sweep_dir.name}" in report
+    # the statistics of the three seeds: mean 2.2, std 0.2, 2.2 ± t(0.975, 2)·0.2/√3
+    assert "| rope | val_loss |   3 |    2.2 |   0.2 |      1.703 |       2.697 |        0 |" in report
+    for run in [*(sweep_dir / str(n) / "runs" for n in range(3))]:
+        assert f"### {next(run.iterdir()).name}" in report
+    assert "![heatmap](../single/runs/" in report
+    for line in report.splitlines():  # every image link resolves from the report's folder
+        if line.startswith("!["):
+            assert (tmp_path / "rep" / line.split("](")[1].rstrip(")")).exists()
+
+
+def test_report_of_a_path_that_is_not_a_run_is_refused(tmp_path):
+    result = invoke("report", str(tmp_path / "nothing"), "--out", str(tmp_path / "rep"))
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: '{tmp_path / 'nothing'}' is not a run directory, a sweep directory or a CSV table"
+    assert not (tmp_path / "rep").exists()

@@ -1,0 +1,211 @@
+"""`posenc sweep`: a real Hydra multirun (basic in-process, submitit's local executor in
+subprocesses), the runs and statistics tables, requeue after preemption, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+from typer.testing import CliRunner
+
+from cli.app import app
+from posenc.config import compose, list_options
+from posenc.results import config_hash, flatten, RunDir
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["experiment=smoke", "train.steps=3", "train.log_every=1", "eval.max_windows=2", "eval.periodic_windows=2"]
+
+
+def only(folder: Path) -> Path:
+    (entry,) = [p for p in folder.iterdir() if p.is_dir()]
+    return entry
+
+
+def check_two_by_two(sweep_dir: Path) -> None:
+    """4 completed jobs, each an ordinary run dir with exactly `posenc train`'s config, and
+    statistics over the two seeds of each scheme."""
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    assert len(sweep["jobs"]) == 4
+    runs = pd.read_csv(sweep_dir / "runs.csv")
+    assert runs["status"].tolist() == ["completed"] * 4
+    assert runs[["pe", "seed"]].values.tolist() == [["rope", 0], ["rope", 1], ["nope", 0], ["nope", 1]]
+    for job, row in runs.iterrows():
+        run = Path(row["run_dir"])
+        assert run.parent == sweep_dir / str(job) / "runs"
+        assert {"config.yaml", "metrics.jsonl", "summary.json", "table.csv", "checkpoint"} <= {p.name for p in run.iterdir()}
+        # the same config (hence hash) as `posenc train` with these overrides
+        expected = compose(sweep["jobs"][job])
+        from posenc.config import to_container
+        assert RunDir(run).read_summary()["config_hash"] == config_hash(to_container(expected))
+        assert pd.read_csv(run / "table.csv")["val_loss"].item() == row["val_loss"]
+
+    table = pd.read_csv(sweep_dir / "stats.csv")
+    val = table[table["metric"] == "val_loss"].set_index("pe")
+    assert sorted(val.index) == ["nope", "rope"]
+    for pe in ("rope", "nope"):
+        values = runs.loc[runs["pe"] == pe, "val_loss"].to_numpy()
+        assert val.loc[pe, "n"] == 2 and val.loc[pe, "failed"] == 0
+        assert val.loc[pe, "mean"] == pytest.approx(values.mean(), rel=1e-12)
+        assert val.loc[pe, "std"] == pytest.approx(values.std(ddof=1), rel=1e-9)
+        low, high = scipy_stats.t.interval(0.95, 1, loc=values.mean(), scale=values.std(ddof=1) / 2 ** 0.5)
+        assert (val.loc[pe, "ci95_low"], val.loc[pe, "ci95_high"]) == pytest.approx((low, high), rel=1e-9)
+    assert (sweep_dir / "runs.md").read_text().count("| completed |") == 4
+
+
+def test_basic_launcher_runs_two_seeds_by_two_schemes(tmp_path):
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "seed=0,1", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    sweep_dir = only(tmp_path / "sweeps")
+    check_two_by_two(sweep_dir)
+    assert (sweep_dir / "multirun.yaml").exists() and (sweep_dir / "0" / ".hydra" / "overrides.yaml").exists()
+    assert not (tmp_path / "runs").exists()  # every run lives in its job folder
+
+
+def posenc(*args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "posenc", *args], cwd=ROOT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_two_seeds_by_two_schemes_and_marks_a_failed_job(tmp_path):
+    proc = posenc("sweep", *TINY, "pe=rope,nope", "seed=0,1", "--launcher", "submitit_local",
+                  "--results-dir", str(tmp_path))
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    sweep_dir = only(tmp_path / "sweeps")
+    check_two_by_two(sweep_dir)
+    assert len(list(sweep_dir.glob(".submitit/*/*_result.pkl"))) == 4  # four real submitit jobs
+
+    # a job that diverges is listed, marked failed with its error line, and counted in the statistics
+    proc = posenc("sweep", *TINY, "train.lr=3e-3,1e12", "--launcher", "submitit_local",
+                  "--results-dir", str(tmp_path / "bad"))
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1
+    assert err.strip().splitlines()[-1].startswith("error: 1 of 2 jobs did not complete; see ")
+    sweep_dir = only(tmp_path / "bad" / "sweeps")
+    runs = pd.read_csv(sweep_dir / "runs.csv", keep_default_na=False)
+    assert runs["status"].tolist() == ["completed", "failed"]
+    assert runs["error"].tolist() == ["", "loss became nan at step 2; lower train.lr or check the data"]
+    table = pd.read_csv(sweep_dir / "stats.csv")
+    assert table.loc[table["metric"] == "val_loss", ["train.lr", "n", "failed"]].values.tolist() == [
+        [3e-3, 1, 0], [1e12, 0, 1]]
+
+
+@pytest.mark.slow
+def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_metrics(tmp_path):
+    args = ["experiment=smoke", "train.steps=40", "train.checkpoint_every=3", "train.eval_every=4",
+            "train.log_every=2", "eval.max_windows=4", "eval.periodic_windows=4"]
+    reference = posenc("train", "-q", *args, "--results-dir", str(tmp_path / "reference"))
+    sweep = posenc("sweep", *args, "seed=0", "--launcher", "submitit_local", "--results-dir", str(tmp_path))
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.glob("sweeps/*/0/runs/*/checkpoint/trainer.pt")):
+        assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
+        time.sleep(0.05)
+    sweep_dir = only(tmp_path / "sweeps")
+    task = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).count("submitit.core._submit")
+            and str(sweep_dir) in _cmdline(p)]
+    assert len(task) == 1
+    os.kill(int(task[0].name), signal.SIGUSR2)  # what SLURM sends before preempting or timing out
+    _, err = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, err
+    assert reference.wait(timeout=300) == 0
+
+    logs = "".join(p.read_text() for p in sweep_dir.glob(".submitit/*/*_log.*"))
+    assert "this job is preempted" in logs and "Requeued job" in logs
+    run = RunDir(Path(pd.read_csv(sweep_dir / "runs.csv")["run_dir"].item()))
+    assert run.read_summary()["status"] == "completed" and run.read_summary()["resumes"] == 1
+    ref = RunDir(only(tmp_path / "reference" / "runs"))
+    timing = ("tokens_per_s", "elapsed_s")
+    strip = lambda records: [{k: v for k, v in r.items() if k not in timing} for r in records]  # noqa: E731
+    assert strip(run.read_records()) == strip(ref.read_records())
+    assert run.read_summary()["per_position_loss"] == ref.read_summary()["per_position_loss"]
+    assert run.read_summary()["config_hash"] == ref.read_summary()["config_hash"]
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--launcher", "sge"], "error: unknown launcher 'sge'; valid: basic, joblib, submitit_local, submitit_slurm"),
+    (["pe=rope,foo"], f"error: job pe=foo: unknown pe 'foo'; valid: {', '.join(list_options('pe'))}"),
+    (["pe=rope", "protocol=experiments.nothere.run"],
+     "error: protocol: cannot import 'experiments.nothere.run'; "
+     "it names a function such as experiments.train.run"),
+    (["train.lr=1e-3,abc"], "error: job train.lr=abc: train.lr: expected float, got 'abc'"),
+    (["--launcher", "submitit_local", "hydra.launcher.partition=gpu"],
+     "error: launcher submitit_local: Could not override 'hydra.launcher.partition'."),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
+    result = CliRunner().invoke(app, ["sweep", *TINY, *args, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [message]
+    assert not tmp_path.joinpath("sweeps").exists()
+
+
+def test_submitit_slurm_without_slurm_submits_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "--launcher", "submitit_slurm",
+                                      "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: launcher 'submitit_slurm' needs SLURM, but 'sbatch' is not on PATH; "
+        "on this machine use basic, joblib or submitit_local"]
+    assert not tmp_path.joinpath("sweeps").exists()
+
+
+FAKE_SBATCH = """#!/bin/sh
+for a in "$@"; do last="$a"; done
+cp "$last" "$FAKE_SBATCH_RECORD"
+echo "sbatch: error: this is not a cluster" >&2
+exit 1
+"""
+
+
+def test_submitit_slurm_hands_sbatch_the_settings_of_the_config_tree_and_the_command_line(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SBATCH_RECORD", str(tmp_path / "script.sh"))
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "seed=0,1,2", "--launcher", "submitit_slurm",
+                                      "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=3",
+                                      "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 1  # the fake sbatch refused: the launcher stops, nothing ran
+    script = (tmp_path / "script.sh").read_text().splitlines()
+    for line in ["#SBATCH --array=0-5%3", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=1",
+                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32GB", "#SBATCH --time=240",
+                 "#SBATCH --signal=USR2@120", "#SBATCH --job-name=posenc"]:
+        assert line in script
+    assert not list((tmp_path / "results").glob("sweeps/*/*/runs"))
+
+
+@pytest.mark.filterwarnings("ignore:(?s).*is validated against ConfigStore schema")
+def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    with initialize_config_module(config_module="configs", version_base="1.3"):
+        cfg = hydra_compose("config", return_hydra_config=True, overrides=[
+            "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4",
+            "hydra.launcher.array_parallelism=8"])
+    launcher = flatten(dict(cfg.hydra.launcher))
+    assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert (launcher["partition"], launcher["gpus_per_node"], launcher["array_parallelism"]) == ("gpu", 4, 8)
+    assert (launcher["cpus_per_task"], launcher["mem_gb"], launcher["timeout_min"]) == (8, 32, 240)
+    assert launcher["max_num_timeout"] >= 1  # preempted jobs are requeued
