@@ -4,6 +4,10 @@ Notation: b batch, s sequence length, d model width, n_h query heads, n_kv key/v
 h_d head dimension. The position scheme is not owned by a block: the model owns it, computes
 its per-forward state once (rotation, bias) and passes scheme and state into every attention
 call, so one scheme serves every layer and is saved once.
+
+At long lengths a full (n_h, s, s) bias does not fit in memory (4 GiB at 16k tokens and 4 heads),
+so attention can instead take the positions and a chunk size, and build the bias of ``chunk``
+queries at a time (``chunked_bias_attention``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,34 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+def chunked_bias_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pe: PositionScheme,
+    positions: torch.Tensor,
+    chunk: int,
+    causal: bool = True,
+) -> torch.Tensor:
+    """SDPA over ``chunk`` queries at a time, with ``pe.bias`` built for that chunk only.
+
+    q, k, v are (b, n_h, s, h_d) and positions (s,) or (b, s); the result equals one SDPA with
+    the full bias and causal mask. Under a causal mask the keys after a chunk's last query are
+    never attended, so they are not scored at all. Peak memory is one (b, n_h, chunk, s) block.
+    """
+    s = q.shape[2]
+    out = []
+    for start in range(0, s, chunk):
+        stop = min(start + chunk, s)
+        end = stop if causal else s
+        mask = pe.bias(positions[..., start:stop], positions[..., :end]).to(q.dtype)  # (…, n_h, c, e)
+        if causal:
+            future = torch.ones(stop - start, end, dtype=torch.bool, device=q.device).triu(start + 1)  # j > i
+            mask = mask.masked_fill(future, float("-inf"))
+        out.append(F.scaled_dot_product_attention(q[:, :, start:stop], k[:, :, :end], v[:, :, :end], attn_mask=mask))
+    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+
+
 class Attention(nn.Module):
     """Multi-head (or grouped-query) attention through ``F.scaled_dot_product_attention``."""
 
@@ -62,7 +94,11 @@ class Attention(nn.Module):
         rotation: Any = None,
         bias: torch.Tensor | None = None,
         causal: bool = True,
+        positions: torch.Tensor | None = None,
+        chunk: int | None = None,
     ) -> torch.Tensor:
+        """``bias``: a full (…, n_h, s, s) bias; or, when it is None and ``pe`` adds a bias,
+        ``positions`` and ``chunk`` make attention build it per chunk of queries."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
@@ -73,7 +109,9 @@ class Attention(nn.Module):
             rep = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
             v = v.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
-        if bias is None:
+        if bias is None and pe.adds_bias and positions is not None:
+            y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
+        elif bias is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         else:
             mask = bias.to(q.dtype)
@@ -104,6 +142,7 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(dim, norm_eps)
         self.mlp = SwiGLU(dim, mlp_hidden, mlp_bias)
 
-    def forward(self, x: torch.Tensor, pe: PositionScheme, rotation: Any, bias: torch.Tensor | None, causal: bool) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal)
+    def forward(self, x: torch.Tensor, pe: PositionScheme, rotation: Any, bias: torch.Tensor | None, causal: bool,
+                positions: torch.Tensor | None = None, chunk: int | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk)
         return x + self.mlp(self.mlp_norm(x))
