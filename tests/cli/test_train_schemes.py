@@ -33,10 +33,12 @@ def test_train_alibi_end_to_end(tmp_path):
     (["--pe", "xpos", "pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
     (["--pe", "rope", "pe.randomized=true", "pe.randomized_max=16"], "pe.randomized_max=16 is shorter than train.seq_len=32"),
     (["--pe", "relative", "pe.max_distance=-3"], "pe.max_distance must be >= 0, got -3"),
+    (["--pe", "learned", "pe.randomized=true"], "raise pe.max_len to at least 2048"),
+    (["--pe", "nope", "pe.randomized=true"], "unknown override key 'pe.randomized'"),
 ])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(args, message, tmp_path):
-    out = posenc("train", *args, "experiment=smoke", "--results-dir", str(tmp_path), "-q")
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], out.stderr
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(cli, args, message, tmp_path):
+    code, _, err = cli("train", *args, "experiment=smoke", "--results-dir", tmp_path, "-q")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], err
     assert list(tmp_path.iterdir()) == []
