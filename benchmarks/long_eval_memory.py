@@ -5,6 +5,7 @@ peak: the default model (configs/model/lm_tiny.yaml) at its initialisation, batc
 first validation window of the built-in corpus, through ``posenc.evaluation.evaluate``.
 
     OMP_NUM_THREADS=1 python benchmarks/long_eval_memory.py --lengths 4096,16384
+    OMP_NUM_THREADS=1 python benchmarks/long_eval_memory.py --lengths 4096 --pe alibi --bias-chunk 4096  # full bias
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import torch
 from posenc.build import build
 from posenc.config import compose
 from posenc.evaluation import evaluate
-pe, length = sys.argv[1], int(sys.argv[2])
+pe, length, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 overrides = [f"pe={pe}"] + ([f"pe.max_len={length}"] if pe == "learned" else [])
+overrides += [f"+model.bias_chunk={chunk}"] if chunk != "auto" else []
 setup = build(compose(overrides))
 inputs, targets = setup.task.eval_windows(length, 1)
 start = time.perf_counter()
@@ -33,8 +35,9 @@ print(json.dumps({"pe": pe, "length": length, "peak_rss_mib": resource.getrusage
 """
 
 
-def measure(pe: str, length: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, pe, str(length)], capture_output=True, text=True, check=True)
+def measure(pe: str, length: int, bias_chunk: str = "auto") -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, pe, str(length), bias_chunk], capture_output=True, text=True,
+                         check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -42,12 +45,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="4096,16384")
     parser.add_argument("--pe", default=",".join(SCHEMES))
+    parser.add_argument("--bias-chunk", default="auto", help="queries per chunk for bias schemes (the length: one full bias)")
     args = parser.parse_args()
     print("| pe | length | peak RSS (MiB) | seconds |")
     print("|---|---:|---:|---:|")
     for pe in args.pe.split(","):
         for length in map(int, args.lengths.split(",")):
-            r = measure(pe, length)
+            r = measure(pe, length, args.bias_chunk)
             print(f"| {r['pe']} | {r['length']} | {r['peak_rss_mib']:.0f} | {r['seconds']:.1f} |", flush=True)
 
 
