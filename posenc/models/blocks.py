@@ -7,7 +7,9 @@ call, so one scheme serves every layer and is saved once.
 
 At long lengths a full (n_h, s, s) bias does not fit in memory (4 GiB at 16k tokens and 4 heads),
 so attention can instead take the positions and a chunk size, and build the bias of ``chunk``
-queries at a time (``chunked_bias_attention``).
+queries at a time (``chunked_bias_attention``). A per-key bias (…, n_h, 1, s) under a causal mask
+(ALiBi's key-only form) needs no mask at all: it is folded into one extra Q/K dimension and the
+fused causal kernel runs (``key_bias_attention``).
 """
 
 from __future__ import annotations
@@ -76,6 +78,19 @@ def chunked_bias_attention(
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 
+def key_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
+    """Causal SDPA plus a per-key bias β_h(j) with no (s, s) mask: q' = [q, √h_d], k' = [k, β],
+    v' = [v, 0] and softmax scale 1/√h_d give scores q·k/√h_d + β_h(j), so the fused ``is_causal``
+    kernel (O(s) memory) runs. q, k, v are (b, n_h, s, h_d), ``key_bias`` (…, n_h, 1, s).
+    """
+    b, n_h, s, h_d = q.shape
+    beta = key_bias.to(q.dtype).expand(b, n_h, 1, s).transpose(-1, -2)  # (b, n_h, s, 1)
+    q = torch.cat((q, torch.full_like(beta, h_d ** 0.5)), dim=-1)  # (b, n_h, s, h_d+1)
+    k = torch.cat((k, beta), dim=-1)  # (b, n_h, s, h_d+1)
+    v = torch.cat((v, torch.zeros_like(beta)), dim=-1)  # (b, n_h, s, h_d+1): fused kernels want one h_d
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=h_d ** -0.5)[..., :h_d]
+
+
 class Attention(nn.Module):
     """Multi-head (or grouped-query) attention through ``F.scaled_dot_product_attention``."""
 
@@ -97,8 +112,8 @@ class Attention(nn.Module):
         positions: torch.Tensor | None = None,
         chunk: int | None = None,
     ) -> torch.Tensor:
-        """``bias``: a full (…, n_h, s, s) bias; or, when it is None and ``pe`` adds a bias,
-        ``positions`` and ``chunk`` make attention build it per chunk of queries."""
+        """``bias``: a full (…, n_h, s, s) or per-key (…, n_h, 1, s) bias; or, when it is None and
+        ``pe`` adds a bias, ``positions`` and ``chunk`` make attention build it per chunk of queries."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
@@ -113,6 +128,8 @@ class Attention(nn.Module):
             y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
         elif bias is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        elif causal and bias.shape[-2] == 1:
+            y = key_bias_attention(q, k, v, bias)
         else:
             mask = bias.to(q.dtype)
             if causal:

@@ -44,7 +44,8 @@ class CausalLM(nn.Module):
         bias_chunk: int | None = None,
     ) -> None:
         """``bias_chunk``: queries per attention chunk when the scheme adds a bias; None picks
-        the full bias at short lengths and chunks of ``BIAS_BLOCK_ELEMENTS`` at long ones."""
+        the scheme's key-only bias if it has one (ALiBi), else the full bias at short lengths and
+        chunks of ``BIAS_BLOCK_ELEMENTS`` at long ones."""
         super().__init__()
         if bias_chunk is not None and bias_chunk < 1:
             raise ConfigError(f"model.bias_chunk must be >= 1 or null, got {bias_chunk}")
@@ -90,6 +91,18 @@ class CausalLM(nn.Module):
             return min(self.bias_chunk, seq_len)
         return min(seq_len, max(1, BIAS_BLOCK_ELEMENTS // (batch * self.n_heads * seq_len)))
 
+    def attention_bias(self, positions: torch.Tensor, batch: int, dtype: torch.dtype) -> tuple[torch.Tensor | None, int]:
+        """The bias every layer shares and the query chunk size: a per-key (…, n_h, 1, s) bias when
+        the scheme has one and it is exact (float32 or wider, non-decreasing positions), else a full
+        (…, n_h, s, s) bias at short lengths, else None and chunks built inside attention."""
+        s = positions.shape[-1]
+        exact = dtype in (torch.float32, torch.float64) and bool((positions.diff(dim=-1) >= 0).all())
+        key_bias = self.pe.key_bias(positions) if self.bias_chunk is None and exact else None
+        if key_bias is not None:
+            return key_bias[..., None, :], s  # (…, n_h, 1, s)
+        chunk = self.attention_chunk(batch, s)
+        return (self.pe.bias(positions, positions) if chunk == s else None), chunk  # (…, n_h, s, s)
+
     def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
 
@@ -106,8 +119,7 @@ class CausalLM(nn.Module):
         if pe.adds_embedding:
             x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
         rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
-        chunk = self.attention_chunk(b, s) if pe.adds_bias else s
-        bias = pe.bias(positions, positions) if pe.adds_bias and chunk == s else None  # (…, n_h, s, s)
+        bias, chunk = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
         for block in self.blocks:
             x = block(x, pe, rotation, bias, True, positions, chunk)
         x = self.norm(x)

@@ -8,8 +8,11 @@ other slope of the 2n' sequence (the ones that fall between them). Checked again
 and against ``transformers.models.bloom.modeling_bloom.build_alibi_tensor`` (tests/pe/test_alibi.py).
 
 Under a causal mask, −m·(i − j) = m·j − m·i and the row constant −m·i cancels in the softmax, so
-ALiBi equals a key-only bias m·j (tests/pe/test_alibi.py checks it through attention); posenc
-keeps the relative form, which is the one that stays small at long lengths.
+ALiBi equals the key-only bias m·(j − c) for any constant c (``key_bias``; c is the centre of the
+positions, which keeps the values within ±m·s/2). The model folds it into one extra Q/K dimension
+and keeps the fused causal attention kernel: no L×L bias at any length
+(``posenc.models.blocks.key_bias_attention``; tests/pe/test_alibi.py and
+tests/models/test_chunked_attention.py check both forms agree).
 """
 
 from __future__ import annotations
@@ -45,3 +48,8 @@ class AlibiPE(PositionScheme):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         distance = relative_distance(q_positions, k_positions).abs().float()  # (…, s_q, s_k)
         return -self.slopes[:, None, None] * distance[..., None, :, :]  # (…, n_h, s_q, s_k)
+
+    def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor:
+        p = k_positions.float()
+        centred = p - (p.amax(-1, keepdim=True) + p.amin(-1, keepdim=True)) / 2  # (…, s_k)
+        return self.slopes[:, None] * centred[..., None, :]  # (…, n_h, s_k)

@@ -73,6 +73,11 @@ class PositionScheme(nn.Module):
         """(…, n_h, s_q, s_k) additive bias on the attention scores."""
         raise NotImplementedError(f"{type(self).__name__} adds no attention bias")
 
+    def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor | None:
+        """(…, n_h, s_k) per-key bias that equals ``bias`` under a causal mask over non-decreasing
+        positions (a row constant cancels in the softmax), or None when the scheme has none."""
+        return None
+
     def check_positions(self, positions: torch.Tensor) -> None:
         if self.max_positions is not None and positions.numel():
             top = int(positions.max())

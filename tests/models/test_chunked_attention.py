@@ -33,7 +33,7 @@ def test_chunked_equals_full(name):
     assert model.attention_chunk(2, 45) == 45  # short: one full bias
     batch_positions = torch.stack((torch.arange(45), torch.arange(45) * 2 + 5))
     full_batch = model(idx, batch_positions)
-    for chunk in (1, 7, 16, 44):
+    for chunk in (1, 7, 16, 44, 45):  # 45: one full relative bias; auto (None) is ALiBi's key-only form
         model.bias_chunk = chunk
         assert_close(model(idx), full, rtol=1e-5, atol=1e-5)
         assert_close(model(idx, batch_positions), full_batch, rtol=1e-5, atol=1e-5)
@@ -51,7 +51,7 @@ def test_chunked_gradients_equal_full():
 
 def test_long_sequences_never_build_a_full_bias():
     torch.manual_seed(0)
-    model = CausalLM(AlibiPE(n_heads=2), vocab_size=5, d_model=8, n_layers=1, n_heads=2, mlp_hidden=8).eval()
+    model = CausalLM(KerpleLogPE(n_heads=2), vocab_size=5, d_model=8, n_layers=1, n_heads=2, mlp_hidden=8).eval()
     shapes = []
     bias = model.pe.bias
     model.pe.bias = lambda q, k: shapes.append((len(q), len(k))) or bias(q, k)
@@ -71,3 +71,29 @@ def test_bad_chunk_is_a_config_error():
 
     with pytest.raises(ConfigError, match="model.bias_chunk must be >= 1"):
         tiny_model("alibi", bias_chunk=0)
+
+
+def test_alibi_key_only_form_runs_without_any_mask_and_matches_the_relative_form():
+    torch.manual_seed(0)
+    model = CausalLM(AlibiPE(n_heads=4), vocab_size=5, d_model=16, n_layers=1, n_heads=4, mlp_hidden=16).eval()
+    bias = model.pe.bias
+    model.pe.bias = lambda q, k: (_ for _ in ()).throw(AssertionError("relative bias built"))
+    idx = torch.randint(0, 5, (1, 2048))
+    with torch.no_grad():
+        key_only = model(idx)
+        model.pe.bias, model.bias_chunk = bias, 256
+        relative = model(idx)
+        # shuffled positions: the key-only form would be wrong, so the relative form is used
+        model.bias_chunk = None
+        shuffled = torch.randperm(2048)
+        assert torch.equal(model(idx, shuffled), model.eval()(idx, shuffled))
+    # m·(j − c) reaches ±m·s/2 = ±256 here: float32 rounding of those logits stays below 1e-4
+    assert_close(key_only, relative, rtol=1e-4, atol=1e-4)
+
+
+def test_key_only_path_needs_float32():
+    model = tiny_model("alibi")
+    bias, _ = model.attention_bias(torch.arange(8), 1, torch.float32)
+    assert bias.shape == (4, 1, 8)
+    bias, chunk = model.attention_bias(torch.arange(8), 1, torch.bfloat16)
+    assert bias.shape == (4, 8, 8) and chunk == 8

@@ -30,7 +30,7 @@ SCHEMES = {
 
 def record_positions(pe):
     seen = []
-    for name in ("embedding", "rotation", "bias"):
+    for name in ("embedding", "rotation", "bias", "key_bias"):
         method = getattr(pe, name)
 
         def spy(positions, *args, _method=method):

@@ -41,7 +41,7 @@ def test_bias_is_minus_slope_times_distance():
 
 
 def test_causal_relative_form_equals_key_only_form():
-    """softmax(s_ij − m(i − j)) = softmax(s_ij + m·j) over j ≤ i: −m·i is constant along a row."""
+    """softmax(s_ij − m(i − j)) = softmax(s_ij + m·(j − c)) over j ≤ i: −m·i + m·c is a row constant."""
     torch.manual_seed(0)
     n_h, s, h_d = 6, 40, 8
     q, k, v = (torch.randn(2, n_h, s, h_d) for _ in range(3))
@@ -49,7 +49,8 @@ def test_causal_relative_form_equals_key_only_form():
     pos = torch.arange(s) + 3
     future = torch.ones(s, s, dtype=torch.bool).triu(1)
     relative = pe.bias(pos, pos).masked_fill(future, -math.inf)
-    key_only = (pe.slopes[:, None, None] * pos.float()).expand(n_h, s, s).masked_fill(future, -math.inf)
+    key_only = pe.key_bias(pos)[:, None, :].expand(n_h, s, s).masked_fill(future, -math.inf)  # m·(j − c)
+    assert_close(pe.key_bias(pos)[:, 1:] - pe.key_bias(pos)[:, :-1], pe.slopes[:, None].expand(n_h, s - 1))
     out_relative = F.scaled_dot_product_attention(q, k, v, attn_mask=relative)
     out_key_only = F.scaled_dot_product_attention(q, k, v, attn_mask=key_only)
     assert_close(out_relative, out_key_only, rtol=1e-5, atol=1e-5)
