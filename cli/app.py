@@ -7,7 +7,9 @@ import sys
 import typer
 
 from cli.bench import bench
+from cli.extrapolate import extrapolate
 from cli.list import list_
+from cli.resolution import resolution
 from cli.train import train
 
 try:  # recent Typer vendors click; older releases use click itself
@@ -26,6 +28,8 @@ app = typer.Typer(
 app.command("train")(train)
 app.command("list")(list_)
 app.command("bench")(bench)
+app.command("extrapolate")(extrapolate)
+app.command("resolution")(resolution)
 
 
 def main() -> None:

@@ -10,15 +10,53 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
-from posenc.build import build
+from posenc.build import Setup, build
 from posenc.errors import TrainingDiverged
 from posenc.evaluation import evaluate
 from posenc.results import RunDir, write_table
-from posenc.training import resolve_device, train
+from posenc.training import TrainResult, resolve_device, train
 
 
 def run_name(choices: dict[str, Any]) -> str:
     return "-".join(str(choices[g]) for g in ("model", "pe", "task") if choices.get(g))
+
+
+def is_image_task(task: Any) -> bool:
+    return getattr(task, "kind", "tokens") == "image"
+
+
+def eval_data(setup: Setup, max_items: int | None) -> tuple:
+    """Validation images (one label each), or validation windows at ``train.seq_len``."""
+    if is_image_task(setup.task):
+        return setup.task.eval_set(max_items=max_items)
+    return setup.task.eval_windows(setup.train.seq_len, max_items)
+
+
+def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+    """Train ``setup.model`` (sequences at ``train.seq_len``), validating on a sample.
+
+    Checkpoints and metrics go to ``run_dir``; a failure is marked in its summary and re-raised.
+    """
+    task, ev = setup.task, setup.eval
+    if is_image_task(task):
+        batches = task.train_batch
+    else:
+        batches = lambda b, g: task.train_batch(b, setup.train.seq_len, g)  # noqa: E731
+    periodic = eval_data(setup, ev.periodic_windows)
+    device = resolve_device(setup.train.device)
+    try:
+        return train(
+            setup.model, batches, setup.train,
+            seed=setup.seed, run=run_dir,
+            validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
+            on_log=on_log,
+        )
+    except TrainingDiverged as e:
+        run_dir.update_summary(status="failed", error=str(e))
+        raise
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
 
 
 def run(
@@ -35,36 +73,32 @@ def run(
     run_dir = RunDir.create(results_root, run_name(setup.config["choices"]), setup.config)
     device = resolve_device(setup.train.device)
     task, ev = setup.task, setup.eval
-    periodic = task.eval_windows(setup.train.seq_len, ev.periodic_windows)
-    final = task.eval_windows(setup.train.seq_len, ev.max_windows)
+    images = is_image_task(task)
+    final = eval_data(setup, ev.max_windows)
 
     started = time.perf_counter()
-    try:
-        result = train(
-            setup.model, lambda b, g: task.train_batch(b, setup.train.seq_len, g), setup.train,
-            seed=setup.seed, run=run_dir,
-            validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
-            on_log=on_log,
-        )
-    except TrainingDiverged as e:
-        run_dir.update_summary(status="failed", error=str(e))
-        raise
-    except BaseException as e:
-        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
-        raise
+    result = fit(setup, run_dir, on_log)
     scores = evaluate(setup.model, *final, batch_size=ev.batch_size, device=device)
     choices = setup.config["choices"]
     row = {
         "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,
-        "steps": result.steps, "seq_len": setup.train.seq_len,
-        "params": sum(p.numel() for p in setup.model.parameters()),
-        "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
-        "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
-        "unigram_bpb": task.unigram_bits_per_byte(),
-        "tokens_per_s": result.tokens_per_s, "seconds": time.perf_counter() - started,
+        "steps": result.steps,
     }
+    if images:
+        pixels = final[0][0].numel()  # the loop counts input elements: C·H·W per image
+        row |= {"resolution": task.resolution, "params": sum(p.numel() for p in setup.model.parameters()),
+                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_accuracy": scores["accuracy"],
+                "chance": 1 / task.num_classes, "images_per_s": result.tokens_per_s / pixels}
+    else:
+        row |= {"seq_len": setup.train.seq_len, "params": sum(p.numel() for p in setup.model.parameters()),
+                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
+                "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
+                # a corpus has a unigram baseline; a generated task does not
+                **({"unigram_bpb": task.unigram_bits_per_byte()} if hasattr(task, "unigram_bits_per_byte") else {}),
+                "tokens_per_s": result.tokens_per_s}
+    row["seconds"] = time.perf_counter() - started
     table = pd.DataFrame([row])
     write_table(table, run_dir.path)
-    run_dir.update_summary(status="completed", device=str(device), run_dir=str(run_dir.path),
-                           per_position_loss=scores["per_position"], **row)
+    extra = {} if images else {"per_position_loss": scores["per_position"]}
+    run_dir.update_summary(status="completed", device=str(device), run_dir=str(run_dir.path), **extra, **row)
     return table, run_dir

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hydra.utils import get_object
 from omegaconf import DictConfig
 
 from posenc.config import instantiate, to_container
 from posenc.errors import ConfigError
 from posenc.evaluation import EvalConfig
+from posenc.pe.grid import check_scheme_name
 from posenc.training import TrainConfig
 
 
@@ -29,8 +31,18 @@ class Setup:
     seed: int
 
 
+def takes_patches(cfg: DictConfig) -> bool:
+    """Whether the configured model reads image patches (the ViT) rather than tokens."""
+    try:
+        return bool(getattr(get_object(cfg.model._target_), "takes_patches", False))
+    except Exception:
+        return False  # instantiate reports the bad _target_
+
+
 def build(cfg: DictConfig) -> Setup:
     """The task, the model (seeded) and the train/eval settings of a composed config."""
+    patches = takes_patches(cfg)
+    check_scheme_name(str(cfg.choices.pe), patches)  # before resolving: 2D options read task keys
     config = to_container(cfg)
     seed = config.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -38,11 +50,17 @@ def build(cfg: DictConfig) -> Setup:
     train_cfg = instantiate(cfg.train, "train")
     eval_cfg = instantiate(cfg.eval, "eval")
     task = instantiate(cfg.task, "task")
-    task.check_length(train_cfg.seq_len, "train")
-    task.check_length(train_cfg.seq_len, "val")
+    choices = config["choices"]
+    images = getattr(task, "kind", "tokens") == "image"  # image tasks give the model its input shape
+    if images != patches:
+        fix = "--model vit_tiny" if images else "an image task (shapes, cifar10, mnist, image_folder)"
+        raise ConfigError(f"task '{choices['task']}' does not fit model '{choices['model']}'; use {fix}")
+    if not images:
+        task.check_length(train_cfg.seq_len, "train")
+        task.check_length(train_cfg.seq_len, "val")
     torch.manual_seed(seed)
     pe = instantiate(cfg.pe, "pe")
-    if pe.max_positions is not None and train_cfg.seq_len > pe.max_positions:
+    if not images and pe.max_positions is not None and train_cfg.seq_len > pe.max_positions:
         raise ConfigError(
             f"pe '{config['choices']['pe']}' has a table of {pe.max_positions} positions, shorter than "
             f"train.seq_len={train_cfg.seq_len}; raise pe.max_len or lower train.seq_len"
@@ -52,5 +70,6 @@ def build(cfg: DictConfig) -> Setup:
             f"pe.randomized_max={pe.randomized_max} is shorter than train.seq_len={train_cfg.seq_len}; "
             "randomized positions are drawn from a range at least as long as the sequence"
         )
-    model = instantiate(cfg.model, "model", pe=pe, vocab_size=task.vocab_size)
+    inputs = task.model_kwargs() if images else {"vocab_size": task.vocab_size}
+    model = instantiate(cfg.model, "model", pe=pe, **inputs)
     return Setup(config=config, task=task, model=model, train=train_cfg, eval=eval_cfg, seed=seed)

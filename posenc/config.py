@@ -22,7 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from posenc.errors import ConfigError
 
 CONFIG_MODULE = "configs"
-GROUPS = ("model", "pe", "task", "train", "eval", "experiment")
+GROUPS = ("model", "pe", "task", "train", "eval", "scale", "experiment")
 _RESERVED = ("_target_", "description")
 
 

@@ -19,6 +19,8 @@ import pandas as pd
 import yaml
 
 RESULTS_ENV = "POSENC_RESULTS"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def results_root(explicit: str | os.PathLike | None = None) -> Path:
@@ -31,6 +33,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -27,3 +27,40 @@ def cli(capsys, monkeypatch):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def image_roots(tmp_path, monkeypatch):
+    """Tiny CIFAR-10, MNIST and ImageFolder trees in tmp_path: {dataset: root}.
+
+    The real CIFAR-10 files are checked against their md5; these small ones only have to exist.
+    """
+    import os
+    import pickle
+
+    import numpy as np
+    import torchvision.datasets.cifar as cifar
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    cifar_root = tmp_path / "cifar"
+    (cifar_root / "cifar-10-batches-py").mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": rng.integers(0, 255, (3, 3072), dtype=np.uint8), "labels": [1, 2, 3]}
+        (cifar_root / "cifar-10-batches-py" / name).write_bytes(pickle.dumps(batch))
+    (cifar_root / "cifar-10-batches-py" / "batches.meta").write_bytes(pickle.dumps({"label_names": list("0123456789")}))
+    monkeypatch.setattr(cifar, "check_integrity", lambda path, md5=None: os.path.isfile(path))
+
+    raw = tmp_path / "mnist" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for prefix, n in (("train", 12), ("t10k", 4)):
+        for kind, array in (("images-idx3", rng.integers(0, 255, (n, 28, 28))), ("labels-idx1", np.arange(n) % 10)):
+            header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+            (raw / f"{prefix}-{kind}-ubyte").write_bytes(header + array.astype(np.uint8).tobytes())
+
+    folder = tmp_path / "folder"
+    for i, name in enumerate(("cat", "dog")):
+        (folder / name).mkdir(parents=True)
+        for j in range(5):
+            Image.fromarray(np.full((12, 20, 3), 40 * i + j, dtype=np.uint8)).save(folder / name / f"{j}.png")
+    return {"cifar10": cifar_root, "mnist": tmp_path / "mnist", "image_folder": folder}

@@ -13,6 +13,9 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     atomic_write_text(target, "two")
     assert target.read_text() == "two"
     assert os.listdir(target.parent) == ["b.txt"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_run_dirs_are_unique_and_hold_config_and_summary(tmp_path):

@@ -14,6 +14,7 @@ fused causal kernel runs (``key_bias_attention``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -21,6 +22,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.pe.base import PositionScheme
+
+
+def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
+    """N(0, std²) matrices, the residual projections scaled by 1/sqrt(2·n_layers) (GPT-2), zero biases.
+
+    Parameters of the position scheme (``pe.*``) keep their own initialisation.
+    """
+    for name, p in model.named_parameters():
+        if name.startswith("pe."):
+            continue
+        if p.dim() >= 2:
+            scale = 1 / math.sqrt(2 * n_layers) if name.endswith(("attn.o.weight", "mlp.down.weight")) else 1.0
+            nn.init.normal_(p, std=std * scale)
+        elif name.endswith(".bias"):
+            nn.init.zeros_(p)
 
 
 class RMSNorm(nn.Module):

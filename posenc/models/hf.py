@@ -14,6 +14,8 @@ import torch
 from posenc.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.rope import RoPE
+from posenc.pe.rope_scaling import proportional_frequencies
+from posenc.pe.scaling import PI, DynamicNTK, Llama3, LongRoPE, NoScale, YaRN
 
 
 def _rope_parameters(config: Any) -> dict[str, Any]:
@@ -26,18 +28,76 @@ def _rope_parameters(config: Any) -> dict[str, Any]:
     return params
 
 
-def rope_from_hf_config(config: Any) -> RoPE:
-    """The posenc RoPE a Hugging Face config describes (default rope_type)."""
+def scale_from_hf_config(config: Any) -> NoScale:
+    """The posenc scale for a Hugging Face ``rope_type`` (``NoScale`` for ``default``)."""
     params = _rope_parameters(config)
-    if params["rope_type"] != "default":
-        raise ConfigError(f"rope_type '{params['rope_type']}' is not supported yet; supported: default")
+    kind, max_len = params["rope_type"], config.max_position_embeddings
+    original = params.get("original_max_position_embeddings", max_len)
+    factor = params.get("factor") or max_len / original  # yarn and longrope infer it when absent
+    if kind == "default":
+        return NoScale()
+    if kind in ("linear", "proportional"):
+        return PI(factor=factor, original_length=max_len)
+    if kind == "dynamic":
+        return DynamicNTK(factor=factor, original_length=max_len)
+    if kind == "yarn":
+        return YaRN(factor=factor, original_length=original, beta_fast=params.get("beta_fast") or 32.0,
+                    beta_slow=params.get("beta_slow") or 1.0, mscale=params.get("mscale"),
+                    mscale_all_dim=params.get("mscale_all_dim"), truncate=params.get("truncate", True),
+                    attention_factor=params.get("attention_factor"))
+    if kind == "llama3":
+        return Llama3(factor=factor, original_length=original, low_freq_factor=params["low_freq_factor"],
+                      high_freq_factor=params["high_freq_factor"])
+    if kind == "longrope":
+        return LongRoPE(factor=factor, original_length=original, short_factor=params.get("short_factor"),
+                        long_factor=params.get("long_factor"), attention_factor=params.get("attention_factor"))
+    raise ConfigError(f"rope_type '{kind}' is not supported; supported: default, {', '.join(HF_ROPE_TYPES)}")
+
+
+HF_ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
+
+
+def rope_from_hf_config(config: Any) -> RoPE:
+    """The posenc RoPE a Hugging Face config describes, its rescaling installed.
+
+    Scales whose frequencies depend on the length (dynamic NTK, LongRoPE) are installed for
+    ``max_position_embeddings``; ``from_hf_llama`` re-applies them at every forward pass.
+    """
+    params = _rope_parameters(config)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    fraction = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
-    return RoPE(head_dim=head_dim, base=float(params["rope_theta"]), layout="half", rotary_fraction=float(fraction))
+    fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0))
+    scale = scale_from_hf_config(config)
+    base = float(params["rope_theta"])
+    if params["rope_type"] == "proportional":  # zero frequencies past the fraction, over the whole head
+        rope = RoPE(head_dim=head_dim, base=base, layout="half")
+        rope.set_frequencies(*proportional_frequencies(head_dim, base, fraction, scale.factor))
+        return rope
+    rope = RoPE(head_dim=head_dim, base=base, layout="half", rotary_fraction=fraction)
+    scale.check(rope)
+    scale.apply(rope, config.max_position_embeddings)
+    return rope
+
+
+def _follow_length(scale: NoScale):
+    """A forward pre-hook re-applying ``scale`` for the length of each forward pass."""
+
+    def hook(module: CausalLM, args: tuple, kwargs: dict) -> None:
+        idx = args[0] if args else kwargs["idx"]
+        positions = args[1] if len(args) > 1 else kwargs.get("positions")
+        length = idx.shape[1] if positions is None else int(positions.max()) + 1
+        scale.apply(module.pe, length)
+
+    return hook
 
 
 def from_hf_llama(model: Any) -> CausalLM:
-    """A posenc ``CausalLM`` holding the weights of a Hugging Face ``LlamaForCausalLM``."""
+    """A posenc ``CausalLM`` holding the weights of a Hugging Face ``LlamaForCausalLM``.
+
+    Every ``rope_type`` of ``rope_parameters`` is supported (default, linear, dynamic, yarn, llama3,
+    longrope, proportional). Dynamic NTK and LongRoPE follow the length of each forward pass, as
+    transformers does on a fresh model; unlike it, they never keep a longer length's frequencies
+    for a later, shorter pass (no state between passes).
+    """
     config = model.config
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ConfigError(f"hidden_act '{config.hidden_act}' is not supported; Llama uses silu")
@@ -71,4 +131,6 @@ def from_hf_llama(model: Any) -> CausalLM:
             names[name] = f"model.layers.{i}.{parts[module]}.{leaf}"
     with torch.no_grad():
         lm.load_state_dict({ours: src[theirs] for ours, theirs in names.items()}, strict=True)
+    if _rope_parameters(config)["rope_type"] in ("dynamic", "longrope"):
+        lm.register_forward_pre_hook(_follow_length(scale_from_hf_config(config)), with_kwargs=True)
     return lm.to(next(model.parameters()).dtype)

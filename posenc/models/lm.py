@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from posenc.errors import ConfigError
-from posenc.models.blocks import Block, RMSNorm
+from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionScheme, default_positions, randomized_positions
 
 # Elements of one (b, n_h, queries, keys) attention block above which a bias is built per chunk
@@ -75,15 +75,7 @@ class CausalLM(nn.Module):
         self._init(init_std, n_layers)
 
     def _init(self, std: float, n_layers: int) -> None:
-        for name, p in self.named_parameters():
-            if name.startswith("pe."):
-                continue  # schemes initialise their own parameters
-            if p.dim() >= 2:
-                # residual projections scaled down with depth (GPT-2)
-                scale = 1 / math.sqrt(2 * n_layers) if name.endswith(("attn.o.weight", "mlp.down.weight")) else 1.0
-                nn.init.normal_(p, std=std * scale)
-            elif name.endswith(".bias"):
-                nn.init.zeros_(p)
+        init_weights(self, std, n_layers)
 
     def attention_chunk(self, batch: int, seq_len: int) -> int:
         """Queries per attention chunk for a bias scheme; ``seq_len`` means one full bias."""

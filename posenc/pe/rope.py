@@ -114,6 +114,14 @@ class RoPE(PositionScheme):
         cos, sin = self._table(int(positions.max()) + 1, dtype, positions.device)
         return cos[positions], sin[positions]  # (…, s, r/2)
 
+    def set_frequencies(self, inv_freq: torch.Tensor, attention_scaling: float = 1.0) -> None:
+        """Install (r/2,) rescaled frequencies and the factor on cos/sin (posenc.pe.rope_scaling)."""
+        if inv_freq.shape != self.inv_freq.shape:
+            raise ConfigError(f"rope expects {self.inv_freq.shape[0]} frequencies, got {inv_freq.shape[0]}")
+        self.inv_freq = inv_freq.to(self.inv_freq)
+        self.attention_scaling = float(attention_scaling)
+        self._tables = {}  # cos/sin of the old frequencies
+
     def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, rotation) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = rotation
         return apply_rope(q, cos, sin, self.layout), apply_rope(k, cos, sin, self.layout)

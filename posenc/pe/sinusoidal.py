@@ -36,17 +36,22 @@ def shift_matrix(delta: float, dim: int, base: float = 10000.0) -> torch.Tensor:
 
 
 class SinusoidalPE(PositionScheme):
-    """Sinusoidal table added to the input, defined for every position (no table length)."""
+    """Sinusoidal table added to the input, defined for every position (no table length).
+
+    ``scale`` multiplies the table. Vaswani et al. scale the token embeddings up by √d instead;
+    posenc's models keep embeddings at their init std (0.02), so the table is scaled down to
+    match, or the unit-amplitude waves would drown the tokens.
+    """
 
     adds_embedding = True
 
-    def __init__(self, dim: int, base: float = 10000.0, randomized: bool = False, randomized_max: int = 2048) -> None:
+    def __init__(self, dim: int, base: float = 10000.0, scale: float = 1.0, randomized: bool = False,
+                 randomized_max: int = 2048) -> None:
         super().__init__()
         if dim % 2:
             raise ConfigError(f"sinusoidal embedding needs an even model dimension, got d_model={dim}")
-        self.dim = dim
-        self.base = base
+        self.dim, self.base, self.scale = dim, base, scale
         self.set_randomized(randomized, randomized_max)
 
     def embedding(self, positions: torch.Tensor) -> torch.Tensor:
-        return sinusoidal_table(positions, self.dim, self.base).to(torch.get_default_dtype())
+        return (self.scale * sinusoidal_table(positions, self.dim, self.base)).to(torch.get_default_dtype())

@@ -1,0 +1,91 @@
+"""``posenc extrapolate``: train at one length, evaluate at longer ones under each rescaling."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+
+
+def _names(value: str | None, option: str) -> list[str]:
+    names = [n.strip() for n in (value or "").split(",")]
+    if not all(names):
+        from posenc.errors import ConfigError
+
+        raise ConfigError(f"{option} '{value}' has an empty name; give a comma list like rope,nope")
+    return names
+
+
+def _lengths(value: str | None) -> list[int] | None:
+    from posenc.errors import ConfigError
+
+    if value is None:
+        return None
+    try:
+        return [int(n) for n in value.split(",")]
+    except ValueError:
+        raise ConfigError(f"--lengths '{value}' is not a comma list of integers, e.g. 128,256,512") from None
+
+
+class Stages:
+    """One progress bar per training or fine-tune (none when quiet)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet, self.bar = quiet, None
+
+    def __call__(self, label: str, total: int) -> Progress:
+        self.close()
+        self.bar = Progress(total, self.quiet, label).__enter__()
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def print_table(title: str, table: Any) -> None:
+    from rich.table import Table
+
+    out = Table(title=title, show_header=True)
+    for column in table.columns:
+        out.add_column(str(column), justify="left" if column in ("pe", "scale", "metric") else "right")
+    for row in table.itertuples(index=False):
+        out.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
+    console.print(out)
+
+
+def extrapolate(
+    pe: Annotated[str, typer.Option(help="Position schemes, comma list (see `posenc list pe`).")] = "rope",
+    scale: Annotated[str, typer.Option(help="Rescalings, comma list, or `all` (see `posenc list scale`).")] = "none",
+    lengths: Annotated[str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")] = None,
+    task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`).")] = None,
+    finetune_steps: Annotated[int, typer.Option(help="Also fine-tune N steps at each length with the scaling applied.")] = 0,
+    steps: Steps = None,
+    seed: Seed = None,
+    results_dir: ResultsDir = None,
+    quiet: Quiet = False,
+    overrides: Overrides = None,
+) -> None:
+    """Train at train.seq_len (or reuse the cached model), evaluate at longer lengths per scale.
+
+    Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
+    """
+    with user_errors():
+        from experiments.extrapolation import plan, run
+        from posenc.results import results_root
+
+        base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)
+        cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
+        stages = Stages(quiet)
+        try:
+            table, run_dir = run(cfgs, results_root=results_root(results_dir), lengths=_lengths(lengths),
+                                 finetune_steps=finetune_steps, stage=stages)
+        finally:
+            stages.close()
+    title = f"extrapolation: {cfgs[0].choices.task}, trained at {cfgs[0].train.seq_len} tokens"
+    print_table(title, table)
+    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

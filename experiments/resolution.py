@@ -1,0 +1,237 @@
+"""Protocol ``resolution``: train a ViT at one resolution, evaluate it at others (seed claims C3, C6, C7, C12).
+
+For every scheme: train at ``task.resolution``; for every evaluation resolution and every method
+that applies to the scheme (``posenc.pe.grid``), copy the model, move it to the new grid
+(``ViT.set_resolution``: resample the table, or keep / rescale the coordinates) and score the
+validation images rendered or resized to that resolution; optionally fine-tune the copy for a
+few steps at the new resolution first. Learned tables also get the similarity analysis (C6).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+from safetensors.torch import save
+
+from posenc.build import Setup, build
+from posenc.config import check_arguments, to_container
+from posenc.errors import ConfigError
+from posenc.evaluation import evaluate
+from posenc.models.vit import ViT, check_image_size
+from posenc.pe.grid import METHODS, grid_methods
+from posenc.pe.resample import MODES
+from posenc.results import RunDir, atomic_write_bytes, write_table
+from posenc.similarity import cosine_similarity_matrix, grid_rank_correlation
+from posenc.training import resolve_device, train
+
+
+@dataclass
+class ResolutionConfig:
+    """The ``resolution`` node of ``experiment=resolution``."""
+
+    resolutions: list[int] = field(default_factory=lambda: [16, 24, 32, 48, 64])
+    methods: list[str] = field(default_factory=lambda: ["bicubic", "extrapolate", "interpolate"])
+    antialias: bool = False
+    finetune_steps: int = 10
+    finetune_lr: float = 1e-3
+    eval_items: int | None = 256
+
+    def __post_init__(self) -> None:
+        if not self.resolutions or not self.methods:
+            raise ConfigError("resolution.resolutions and resolution.methods must not be empty")
+        for m in self.methods:
+            if m not in METHODS:
+                raise ConfigError(f"unknown interpolation method '{m}'; valid: {', '.join(METHODS)}")
+        if self.antialias and not set(self.methods) & {"bilinear", "bicubic"}:
+            raise ConfigError("resolution.antialias needs method bilinear or bicubic")
+        if self.finetune_steps < 0:
+            raise ConfigError(f"resolution.finetune_steps must be >= 0, got {self.finetune_steps}")
+        if self.eval_items is not None and self.eval_items < 1:
+            raise ConfigError(f"resolution.eval_items must be >= 1 or null, got {self.eval_items}")
+
+
+def methods_for(valid: tuple[str, ...], requested: list[str]) -> list[str]:
+    """The requested methods as a scheme can apply them, in order, without repeats.
+
+    An interpolation mode asked of a coordinate scheme means ``interpolate`` (move its trained
+    coordinates onto the new grid); ``extrapolate`` asked of a relative table means ``clip``;
+    ``interpolate`` asked of a table means ``bicubic``; a scheme without positions has ``none``.
+    """
+    out: list[str] = []
+    for m in requested:
+        if m in valid:
+            pick = m
+        elif m in MODES and "interpolate" in valid:
+            pick = "interpolate"
+        elif m == "extrapolate" and "clip" in valid:
+            pick = "clip"
+        elif m == "interpolate" and "bicubic" in valid:
+            pick = "bicubic"
+        elif valid == ("none",):
+            pick = "none"
+        else:
+            continue
+        if pick not in out:
+            out.append(pick)
+    return out
+
+
+def _settings(cfg: DictConfig) -> ResolutionConfig:
+    node = cfg.get("resolution")
+    if node is None:
+        raise ConfigError("no resolution settings: compose with experiment=resolution")
+    return ResolutionConfig(**check_arguments(ResolutionConfig, to_container(node), "resolution"))
+
+
+def _check(setup: Setup, settings: ResolutionConfig) -> list[str]:
+    name = setup.config["choices"]["pe"]
+    if not isinstance(setup.model, ViT):
+        raise ConfigError(f"the resolution experiment needs the ViT (model=vit_tiny), got model '{setup.config['choices']['model']}'")
+    for res in settings.resolutions:
+        check_image_size(res, setup.model.patch_size, "resolution")
+    valid = grid_methods(setup.model.pe)
+    methods = methods_for(valid, settings.methods)
+    if not methods:
+        raise ConfigError(f"none of the methods {', '.join(settings.methods)} applies to pe '{name}'; valid: {', '.join(valid)}")
+    return methods
+
+
+def _embeddings(model: ViT) -> torch.Tensor | None:
+    return model.patch_embeddings() if model.pe.adds_embedding else None
+
+
+def plot_similarity(similarity: torch.Tensor, grid: tuple[int, int], title: str, path: Path) -> None:
+    """The ViT paper's figure: tile (r, c) shows patch (r, c)'s similarity to every patch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h, w = grid
+    tiles = similarity.reshape(h, w, h, w).float()  # (r, c, r', c')
+    mosaic = torch.full((h * (h + 1), w * (w + 1)), float("nan"))
+    for r in range(h):
+        for c in range(w):
+            mosaic[r * (h + 1) : r * (h + 1) + h, c * (w + 1) : c * (w + 1) + w] = tiles[r, c]
+    fig, ax = plt.subplots(figsize=(6, 6))
+    im = ax.imshow(mosaic.numpy(), cmap="viridis", vmin=-1, vmax=1)
+    ax.set_title(title, fontsize=9)
+    ax.axis("off")
+    fig.colorbar(im, ax=ax, fraction=0.046, label="cosine similarity")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path: Path) -> None:
+    """Accuracy against evaluation resolution, one line per scheme x method; fine-tuned on the right."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = sorted(long["finetune_steps"].unique())
+    colours = {pe: plt.get_cmap("tab10")(i % 10) for i, pe in enumerate(long["pe"].unique())}
+    dashed = ("extrapolate", "clip")  # raw coordinates of the new grid
+    fig, axes = plt.subplots(1, len(steps), figsize=(6 * len(steps), 4.5), sharey=True, squeeze=False)
+    for ax, ft in zip(axes[0], steps):
+        for (pe, method), part in long[long.finetune_steps == ft].groupby(["pe", "method"], sort=False):
+            ax.plot(part["resolution"], part["accuracy"], marker="o", color=colours[pe],
+                    linestyle="--" if method in dashed else "-", label=f"{pe} / {method}")
+        ax.axvline(train_resolution, color="grey", linewidth=0.8)
+        ax.axhline(chance, color="grey", linestyle=":", linewidth=0.8, label="chance")
+        ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps at each resolution", fontsize=10)
+        ax.set_xlabel("evaluation resolution (px)")
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def run(
+    cfgs: list[DictConfig],
+    *,
+    results_root: Path,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[pd.DataFrame, RunDir]:
+    """One config per scheme (same resolution settings); returns the wide accuracy table.
+
+    Every config is built and checked before the run directory exists.
+    """
+    if not cfgs:
+        raise ConfigError("no scheme to run")
+    settings = _settings(cfgs[0])
+    setups = [build(c) for c in cfgs]
+    plans = [_check(s, settings) for s in setups]
+    names = [s.config["choices"]["pe"] for s in setups]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"each scheme once, please: {', '.join(names)}")
+    run_dir = RunDir.create(results_root, "resolution-" + "-".join(names),
+                            {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]})
+    try:
+        long, similarity = _run(setups, plans, settings, run_dir, on_log)
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    table = long.pivot_table(index=["pe", "method", "finetune_steps"], columns="resolution", values="accuracy",
+                             sort=False).reset_index()
+    table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
+    write_table(table, run_dir.path)
+    write_table(long, run_dir.path, "long")
+    task = setups[0].task
+    plot_accuracy(long, task.resolution, 1 / task.num_classes, run_dir.path / "accuracy.png")
+    if similarity:
+        write_table(pd.DataFrame(similarity), run_dir.path, "similarity")
+    run_dir.update_summary(status="completed", run_dir=str(run_dir.path), train_resolution=task.resolution,
+                           chance=1 / task.num_classes, similarity=similarity)
+    return table, run_dir
+
+
+def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig, run_dir: RunDir,
+         on_log: Callable[[dict[str, Any]], None] | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    rows: list[dict[str, Any]] = []
+    similarity: list[dict[str, Any]] = []
+    offset = 0
+    for setup, methods in zip(setups, plans):
+        name, model, task, ev = setup.config["choices"]["pe"], setup.model, setup.task, setup.eval
+        device = resolve_device(setup.train.device)
+        grid0 = model.grid
+        init = _embeddings(model)
+        started = time.perf_counter()
+        log = (lambda r, o=offset: on_log({**r, "step": r["step"] + o})) if on_log else None
+        periodic = task.eval_set(max_items=ev.periodic_windows)
+        result = train(model, task.train_batch, setup.train, seed=setup.seed, run=None,
+                       validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device), on_log=log)
+        offset += setup.train.steps
+        run_dir.log({"pe": name, "train_loss": result.train_loss, "seconds": time.perf_counter() - started})
+        weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        atomic_write_bytes(run_dir.path / "checkpoints" / f"{name}.safetensors", save(weights))
+        trained = _embeddings(model)
+        if trained is not None:
+            sim = cosine_similarity_matrix(trained.cpu())
+            corr_init = grid_rank_correlation(cosine_similarity_matrix(init.cpu()), grid0)
+            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0)})
+            plot_similarity(sim, grid0, f"{name}: position-embedding similarity (rank corr. "
+                            f"{similarity[-1]['rank_corr_trained']:.2f})", run_dir.path / f"similarity_{name}.png")
+        ft_cfg = dataclasses.replace(setup.train, steps=max(settings.finetune_steps, 1), lr=settings.finetune_lr,
+                                     warmup_steps=max(1, settings.finetune_steps // 10))
+        for res in settings.resolutions:
+            images, labels = task.eval_set(res, settings.eval_items)
+            for method in methods:
+                moved = copy.deepcopy(model).set_resolution(res, method, settings.antialias)
+                acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
+                rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc})
+                if settings.finetune_steps:
+                    train(moved, lambda b, g, r=res: task.train_batch(b, g, resolution=r), ft_cfg, seed=setup.seed)
+                    acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
+                    rows.append({"pe": name, "method": method, "finetune_steps": settings.finetune_steps,
+                                 "resolution": res, "accuracy": acc})
+    return pd.DataFrame(rows), similarity

@@ -1,0 +1,220 @@
+"""Rescaling a trained position scheme for evaluation at another length (``configs/scale/``).
+
+A scale is built from its config, checked against the scheme (``check``) before any work, and
+applied to a trained scheme for one evaluated length (``apply``), in place: RoPE scales install
+new frequencies (``posenc.pe.rope_scaling``), table scales resample a learned table. ``none``
+leaves every scheme as trained. The factor, when not given, is
+max(1, evaluated length / ``original_length``), so at or below the training length every scale
+is the identity (except LongRoPE's ``short_factor``, which applies at every length).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from posenc.errors import ConfigError
+from posenc.pe import rope_scaling
+from posenc.pe.base import PositionScheme
+from posenc.pe.learned import LearnedPE
+from posenc.pe.rope import RoPE
+
+
+class NoScale:
+    """Evaluate the scheme as trained (a learned table past its length is an error)."""
+
+    acts_on: ClassVar[str] = "every scheme"
+
+    @classmethod
+    def applies(cls, pe: PositionScheme) -> bool:
+        return True
+
+    def check(self, pe: PositionScheme) -> None:
+        if not self.applies(pe):
+            raise ConfigError(f"this scale rescales {self.acts_on}, not {type(pe).__name__}")
+
+    def apply(self, pe: PositionScheme, length: int) -> None:
+        """Rescale ``pe`` in place for a forward pass over ``length`` positions."""
+
+
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ConfigError(f"scale.{name} must be > 0, got {value}")
+
+
+@dataclass
+class _RopeScale(NoScale):
+    """Shared by the RoPE scales: a factor (None: from the length) and the trained length."""
+
+    acts_on: ClassVar[str] = "RoPE frequencies (pe=rope)"
+    factor: float | None = None
+    original_length: int = 128
+
+    def __post_init__(self) -> None:
+        _check_positive("factor", self.factor)
+        if self.original_length < 1:
+            raise ConfigError(f"scale.original_length must be >= 1, got {self.original_length}")
+
+    @classmethod
+    def applies(cls, pe: PositionScheme) -> bool:
+        return isinstance(pe, RoPE)
+
+    def factor_for(self, length: int) -> float:
+        return self.factor if self.factor is not None else max(1.0, length / self.original_length)
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        raise NotImplementedError
+
+    def apply(self, pe: PositionScheme, length: int) -> None:
+        pe.set_frequencies(*self.frequencies(pe.rot_dim, pe.base, length))
+
+
+@dataclass
+class PI(_RopeScale):
+    """Position Interpolation (Chen et al. 2023): θ_i / s."""
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.linear_frequencies(rot_dim, base, self.factor_for(length))
+
+
+@dataclass
+class NTK(_RopeScale):
+    """Static NTK-aware base change: base · s^(r/(r−2))."""
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.ntk_frequencies(rot_dim, base, self.factor_for(length))
+
+
+@dataclass
+class DynamicNTK(_RopeScale):
+    """Dynamic NTK: the base recomputed for each evaluated length; ``factor`` is Hugging Face's
+    multiplier (1: exactly the NTK base for s = length / original_length)."""
+
+    factor: float | None = 1.0
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.dynamic_frequencies(rot_dim, base, self.factor or 1.0, self.original_length, length)
+
+
+@dataclass
+class YaRN(_RopeScale):
+    """YaRN (Peng et al. 2023): NTK-by-parts ramp between beta_fast and beta_slow, temperature."""
+
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
+    attention_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_positive("attention_factor", self.attention_factor)
+        if self.beta_fast < self.beta_slow:
+            raise ConfigError(f"scale.beta_fast={self.beta_fast} must be >= scale.beta_slow={self.beta_slow}")
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.yarn_frequencies(
+            rot_dim, base, self.factor_for(length), self.original_length, self.beta_fast, self.beta_slow,
+            self.mscale, self.mscale_all_dim, self.truncate, self.attention_factor)
+
+
+@dataclass
+class Llama3(_RopeScale):
+    """Llama 3.1: interpolate long wavelengths, keep short ones, smooth band between."""
+
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.high_freq_factor <= self.low_freq_factor:
+            raise ConfigError(f"scale.high_freq_factor={self.high_freq_factor} must be > "
+                              f"scale.low_freq_factor={self.low_freq_factor}")
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.llama3_frequencies(rot_dim, base, self.factor_for(length), self.original_length,
+                                               self.low_freq_factor, self.high_freq_factor)
+
+
+@dataclass
+class LongRoPE(_RopeScale):
+    """LongRoPE (Ding et al. 2024): per-frequency factors, ``long_factor`` past the trained length."""
+
+    requires: ClassVar[tuple[str, ...]] = ("short_factor", "long_factor")  # no default exists
+    short_factor: Sequence[float] | None = None
+    long_factor: Sequence[float] | None = None
+    attention_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_positive("attention_factor", self.attention_factor)
+        for name in ("short_factor", "long_factor"):
+            values = getattr(self, name)
+            if not values:
+                raise ConfigError(f"scale longrope needs scale.{name}: a list of one factor per rotary frequency")
+            if any(not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for v in values):
+                raise ConfigError(f"scale.{name} must hold positive numbers, got {list(values)}")
+
+    def check(self, pe: PositionScheme) -> None:
+        super().check(pe)
+        for name in ("short_factor", "long_factor"):
+            n = len(getattr(self, name))
+            if n != pe.rot_dim // 2:
+                raise ConfigError(
+                    f"scale.{name} has {n} factors, but the rotary dimension {pe.rot_dim} has "
+                    f"{pe.rot_dim // 2} frequencies; give {pe.rot_dim // 2} factors")
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.longrope_frequencies(
+            rot_dim, base, self.factor_for(length), self.original_length, self.short_factor, self.long_factor,
+            seq_len=length, attention_factor=self.attention_factor)
+
+
+def clamp_table(table: torch.Tensor, length: int) -> torch.Tensor:
+    """(n, d) -> (max(n, length), d): positions past the table reuse its last row."""
+    n = table.shape[0]
+    return table if length <= n else torch.cat((table, table[-1:].expand(length - n, -1)), dim=0)
+
+
+def interpolate_table(table: torch.Tensor, length: int) -> torch.Tensor:
+    """(n, d) -> (length, d) for length > n: row m is the table read at m·n/length, linearly
+    between neighbouring rows (Position Interpolation applied to a learned table)."""
+    n = table.shape[0]
+    if length <= n:
+        return table
+    x = torch.arange(length, dtype=torch.float64) * (n / length)  # (length,) in [0, n)
+    lo = x.floor().long().clamp(max=n - 1)
+    hi = (lo + 1).clamp(max=n - 1)
+    w = (x - lo).to(table.dtype)[:, None]  # (length, 1)
+    return table[lo] * (1 - w) + table[hi] * w
+
+
+class _TableScale(NoScale):
+    acts_on: ClassVar[str] = "learned position tables (pe=learned)"
+
+    @classmethod
+    def applies(cls, pe: PositionScheme) -> bool:
+        return isinstance(pe, LearnedPE)
+
+    def apply(self, pe: PositionScheme, length: int) -> None:
+        with torch.no_grad():
+            table = self.resample(pe.table.data, length)
+        pe.table = torch.nn.Parameter(table)
+        pe.max_positions = table.shape[0]
+
+
+class TableClamp(_TableScale):
+    """Positions past a learned table reuse its last row."""
+
+    resample = staticmethod(clamp_table)
+
+
+class TableInterpolate(_TableScale):
+    """A learned table linearly interpolated to the evaluated length."""
+
+    resample = staticmethod(interpolate_table)

@@ -1,0 +1,57 @@
+"""What every synthetic sequence task shares: generated from a seed at any length, scored on
+its answer only.
+
+A task draws whole token sequences (n, s+1) and a mask of the answer tokens; the LM inputs are
+the first s tokens and the targets the next tokens, with ``IGNORE_INDEX`` wherever the target is
+not an answer, so ``posenc.evaluation.evaluate`` reports answer accuracy. Validation windows come
+from a generator seeded by the task's seed and the length: the same length always gives the same
+windows, whatever was trained before.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posenc.errors import ConfigError
+from posenc.evaluation import IGNORE_INDEX
+
+
+def lm_pairs(tokens: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, s+1) tokens and answer mask -> (n, s) inputs and (n, s) targets scored on answers."""
+    targets = tokens[:, 1:].masked_fill(~answer[:, 1:], IGNORE_INDEX)
+    return tokens[:, :-1], targets
+
+
+class SyntheticTask:
+    """Base of the generated tasks; a subclass sets ``vocab_size``, ``min_length`` and ``sample``."""
+
+    answer_only = True  # experiments report accuracy on answers, not bits per byte
+    vocab_size: int
+    min_length: int
+
+    def __init__(self, seed: int = 0, eval_size: int = 64) -> None:
+        if eval_size < 1:
+            raise ConfigError(f"task.eval_size must be >= 1, got {eval_size}")
+        self.seed, self.eval_size = seed, eval_size
+        self.name = type(self).__name__
+
+    def sample(self, n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n, seq_len + 1) tokens and the bool mask of the answer tokens."""
+        raise NotImplementedError
+
+    def check_length(self, seq_len: int, split: str = "train") -> None:
+        """Any length from ``min_length`` on: sequences are generated, never read from a split."""
+        if seq_len < self.min_length:
+            raise ConfigError(f"sequence length {seq_len} is too short for task {self.name}; "
+                              f"it needs >= {self.min_length}")
+
+    def train_batch(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return lm_pairs(*self.sample(batch_size, seq_len, generator))
+
+    def eval_generator(self, seq_len: int) -> torch.Generator:
+        return torch.Generator().manual_seed(1_000_003 * (self.seed + 1) + seq_len)
+
+    def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``eval_size`` (at most ``max_windows``) fixed validation sequences of this length."""
+        n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
+        return lm_pairs(*self.sample(n, seq_len, self.eval_generator(seq_len)))

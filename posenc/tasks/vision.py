@@ -1,0 +1,152 @@
+"""Image classification on torchvision datasets: CIFAR-10, MNIST and any ImageFolder.
+
+posenc never downloads at run time unless asked: ``task.download=true`` lets torchvision fetch
+CIFAR-10 or MNIST into ``task.root``; without a network that fails with one line that says how
+to place the files by hand. Images are kept as uint8 at their stored size and resized
+(bilinear, antialiased) to whatever resolution a batch asks for, so one dataset serves
+training at ``task.resolution`` and evaluation at any other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+from posenc.errors import ConfigError, UserError
+
+Dataset = Literal["cifar10", "mnist", "image_folder"]
+BY_HAND = {
+    "cifar10": "download https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz on a machine with a network "
+               "and extract it so that {root}/cifar-10-batches-py/ exists",
+    "mnist": "download train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and "
+             "t10k-labels-idx1-ubyte.gz from https://ossci-datasets.s3.amazonaws.com/mnist/ on a machine with a "
+             "network and gunzip them into {root}/MNIST/raw/",
+}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff")
+
+
+def resize(images: torch.Tensor | list[torch.Tensor], resolution: int) -> torch.Tensor:
+    """uint8 (n, C, H, W) images (or a list of (C, H, W)) -> float (n, C, res, res) in [0, 1]."""
+    if isinstance(images, list):
+        return torch.cat([resize(img[None], resolution) for img in images]) if images else torch.zeros(0)
+    x = images.float() / 255  # (n, C, H, W)
+    if x.shape[-2:] != (resolution, resolution):
+        x = F.interpolate(x, size=(resolution, resolution), mode="bilinear", antialias=True, align_corners=False)
+    return x.clamp(0, 1)
+
+
+def _torchvision_split(dataset: str, root: Path, train: bool, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    from torchvision import datasets
+
+    cls = datasets.CIFAR10 if dataset == "cifar10" else datasets.MNIST
+    try:
+        ds = cls(str(root), train=train, download=download)
+    except Exception as e:  # URLError, RuntimeError, OSError: all mean the files are not there
+        how = BY_HAND[dataset].format(root=root)
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if download:
+            raise UserError(f"could not download {dataset} into '{root}' ({reason}); without a network, {how}, "
+                            "then run with task.download=false") from None
+        raise UserError(f"task.root '{root}' holds no {dataset} files; {how}, or set task.download=true") from None
+    data = torch.as_tensor(ds.data)
+    images = data.permute(0, 3, 1, 2) if data.dim() == 4 else data[:, None]  # (n, C, H, W) uint8
+    return images.contiguous(), torch.as_tensor(ds.targets, dtype=torch.long)
+
+
+def _image_folder(root: Path) -> tuple[list[torch.Tensor], torch.Tensor, list[str]]:
+    import numpy as np
+    from PIL import Image
+
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    images, labels = [], []
+    for i, name in enumerate(classes):
+        for f in sorted((root / name).rglob("*")):
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                with Image.open(f) as img:
+                    images.append(torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1).contiguous())
+                labels.append(i)
+    return images, torch.tensor(labels, dtype=torch.long), classes
+
+
+class TorchvisionTask:
+    """Train and validation images of a torchvision dataset, resized on demand."""
+
+    kind = "image"
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        root: str | None = None,
+        download: bool = False,
+        resolution: int = 32,
+        val_size: int | None = None,
+        val_fraction: float = 0.1,
+    ) -> None:
+        if dataset not in ("cifar10", "mnist", "image_folder"):
+            raise ConfigError(f"task.dataset '{dataset}' is unknown; valid: cifar10, mnist, image_folder")
+        if root is None:
+            raise ConfigError(f"task.root is required for {dataset}: the folder that holds (or will hold) its files")
+        if resolution < 4:
+            raise ConfigError(f"task.resolution must be >= 4 px, got {resolution}")
+        if not 0.0 < val_fraction < 1.0:
+            raise ConfigError(f"task.val_fraction must be in (0, 1), got {val_fraction}")
+        path = Path(root).expanduser()
+        self.name, self.resolution = dataset, resolution
+        if dataset == "image_folder":
+            if download:
+                raise ConfigError("task.download does not apply to image_folder; point task.root at your folder")
+            self._load_folder(path, val_fraction)
+        else:
+            if path.exists() and not path.is_dir():
+                raise ConfigError(f"task.root '{root}' is a file; give a folder")
+            self.train_images, self.train_labels = _torchvision_split(dataset, path, True, download)
+            self.val_images, self.val_labels = _torchvision_split(dataset, path, False, False)
+            self.classes = list(range(int(self.train_labels.max()) + 1))
+        if val_size is not None:
+            self.val_images, self.val_labels = self.val_images[:val_size], self.val_labels[:val_size]
+        self.num_classes = len(self.classes)
+        self.in_channels = self.train_images[0].shape[0]
+
+    def _load_folder(self, root: Path, val_fraction: float) -> None:
+        """``root/<class>/*.png``; ``root/train`` and ``root/val`` (or ``test``) if both exist."""
+        if not root.is_dir():
+            raise ConfigError(f"task.root '{root}' does not exist or is not a folder; expected ROOT/<class>/<image>")
+        val_dir = next((root / v for v in ("val", "test") if (root / v).is_dir()), None)
+        if (root / "train").is_dir() and val_dir is not None:
+            train, train_y, classes = _image_folder(root / "train")
+            val, val_y, val_classes = _image_folder(val_dir)
+            if val_classes != classes:
+                raise ConfigError(f"task.root '{root}': {val_dir.name}/ has classes {val_classes}, train/ has {classes}")
+        else:
+            images, labels, classes = _image_folder(root)
+            if images:
+                order = torch.randperm(len(images), generator=torch.Generator().manual_seed(0)).tolist()
+                n_val = max(1, int(len(images) * val_fraction)) if len(images) > 1 else 0
+                val_idx, train_idx = order[:n_val], order[n_val:]
+                train, train_y = [images[i] for i in train_idx], labels[train_idx]
+                val, val_y = [images[i] for i in val_idx], labels[val_idx]
+            else:
+                train, val = [], []
+        if not train or not val:
+            raise ConfigError(f"task.root '{root}' holds no images in class folders (or too few to split); "
+                              "expected ROOT/<class>/<image>.png")
+        self.train_images, self.train_labels, self.val_images, self.val_labels = train, train_y, val, val_y
+        self.classes = classes
+
+    def model_kwargs(self) -> dict[str, int]:
+        return {"num_classes": self.num_classes, "image_size": self.resolution, "in_channels": self.in_channels}
+
+    def train_batch(self, batch_size: int, generator: torch.Generator, resolution: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.randint(0, len(self.train_labels), (batch_size,), generator=generator)
+        images = [self.train_images[i] for i in idx] if isinstance(self.train_images, list) else self.train_images[idx]
+        return resize(images, resolution or self.resolution), self.train_labels[idx]
+
+    def eval_set(self, resolution: int | None = None, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        n = len(self.val_labels) if max_items is None else min(max_items, len(self.val_labels))
+        return resize(self.val_images[:n], resolution or self.resolution), self.val_labels[:n]
+
+    def describe(self) -> dict[str, float | str]:
+        return {"task": self.name, "classes": self.num_classes, "chance": 1 / self.num_classes}

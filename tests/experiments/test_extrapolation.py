@@ -1,0 +1,80 @@
+"""The extrapolation protocol: which cells a request means, checks before any work, buckets."""
+
+import pytest
+import torch
+
+from experiments.extrapolation import buckets, plan, prepare
+from posenc.errors import ConfigError
+
+TINY = ["experiment=smoke", "train.steps=2", "train.seq_len=16"]
+
+
+def cells_of(cfgs):
+    return [(c.choices.pe, c.choices.scale) for c in cfgs]
+
+
+def test_plan_keeps_the_pairs_where_the_scale_applies():
+    cfgs = plan(["rope", "nope"], ["none", "pi", "yarn"], TINY)
+    assert cells_of(cfgs) == [("rope", "none"), ("rope", "pi"), ("rope", "yarn"), ("nope", "none")]
+    assert cfgs[1].scale.original_length == 16 and cfgs[1].train.steps == 2
+
+
+def test_all_means_every_applicable_scale_and_longrope_only_with_its_lists():
+    got = cells_of(plan(["learned", "sinusoidal"], ["all"], TINY))
+    assert got == [("learned", "none"), ("learned", "clamp"), ("learned", "interpolate"), ("sinusoidal", "none")]
+    lists = ["scale.short_factor=[1,1,1,1]", "scale.long_factor=[2,2,2,2]"]
+    cfgs = plan(["rope"], ["all"], TINY + lists + ["scale.beta_fast=16"])
+    assert [s for _, s in cells_of(cfgs)] == ["none", "dynamic", "llama3", "longrope", "ntk", "pi", "yarn"]
+    by_scale = {c.choices.scale: c for c in cfgs}
+    assert by_scale["yarn"].scale.beta_fast == 16 and list(by_scale["longrope"].scale.long_factor) == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("pes,scales,extra,message", [
+    (["rope"], ["bogus"], [], "unknown scale 'bogus'; valid: all, none, clamp, dynamic, interpolate, llama3, longrope, ntk, pi, yarn"),
+    (["nope", "sinusoidal"], ["yarn"], [], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
+    (["rope", "nope"], ["none", "interpolate"], [],
+     "scale 'interpolate' does not apply to pe rope, nope: it rescales learned position tables (pe=learned); "
+     "scales that apply: rope: "),
+    (["bogus"], ["none"], [], "unknown pe 'bogus'; valid: "),
+    (["rope"], ["none", "pi"], ["scale.beta_fast=3"], "unknown override key 'scale.beta_fast'; no requested scale has it"),
+])
+def test_plan_rejects(pes, scales, extra, message):
+    with pytest.raises(ConfigError) as e:
+        plan(pes, scales, TINY + extra)
+    assert str(e.value).startswith(message)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("extra,lengths,message", [
+    ([], [16, 0], "evaluation length must be >= 1, got 0"),
+    ([], [16, 10**6], "sequence length 1000000 is longer than the val split"),
+    (["scale=longrope"], None, "scale longrope needs scale.short_factor"),
+    (["scale=longrope", "scale.short_factor=[1,1,1]", "scale.long_factor=[1,1,1,1]"], None,
+     "scale 'longrope' with pe 'rope': scale.short_factor has 3 factors, but the rotary dimension 16 has 8"),
+    (["scale=pi", "scale.factor=0"], None, "scale.factor must be > 0, got 0.0"),
+    (["scale=yarn", "scale.factor=-2"], None, "scale.factor must be > 0, got -2.0"),
+    (["scale=clamp"], None, "scale 'clamp' does not apply to pe 'rope': it rescales learned position tables "
+     "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, yarn"),
+])
+def test_prepare_rejects(extra, lengths, message):
+    from posenc.config import compose
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        prepare([compose(TINY + extra)], lengths, 0)
+
+
+def test_default_lengths_are_multiples_of_the_train_length():
+    from posenc.config import compose
+
+    _, lengths = prepare([compose(TINY)], None, 0)
+    assert lengths == [16, 32, 64, 128, 256]
+    with pytest.raises(ConfigError, match="finetune steps must be >= 0"):
+        prepare([compose(TINY)], None, -1)
+
+
+def test_buckets_average_scored_positions_only():
+    loss_sum = torch.tensor([1.0, 3.0, 0.0, 8.0, 2.0, 2.0], dtype=torch.float64)
+    count = torch.tensor([1.0, 1.0, 0.0, 2.0, 1.0, 1.0], dtype=torch.float64)
+    assert buckets(loss_sum, count, 3) == [(0, 2, 2.0), (2, 4, 4.0), (4, 6, 2.0)]
+    out = buckets(torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 8)
+    assert len(out) == 4 and all(v != v for _, _, v in out)  # nothing scored: NaN

@@ -1,0 +1,60 @@
+"""experiments.resolution on a tiny ViT: the table, the files, and checks before any work."""
+
+import pandas as pd
+import pytest
+
+from experiments.resolution import methods_for, run
+from posenc.config import compose
+from posenc.errors import ConfigError
+from posenc.pe.resample import MODES
+
+TINY = ["experiment=resolution", "model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32",
+        "train.steps=3", "train.batch_size=4", "train.warmup_steps=1", "task.val_size=16",
+        "resolution.resolutions=[16,32]", "resolution.eval_items=8", "resolution.finetune_steps=1",
+        "eval.periodic_windows=8"]
+
+
+def test_methods_for_maps_requests_onto_what_a_scheme_can_do():
+    coords = ("extrapolate", "interpolate")
+    assert methods_for(coords, ["bicubic", "bilinear", "extrapolate"]) == ["interpolate", "extrapolate"]
+    assert methods_for(MODES, ["bicubic", "extrapolate", "interpolate"]) == ["bicubic"]
+    assert methods_for((*MODES, "clip"), ["extrapolate", "area"]) == ["clip", "area"]
+    assert methods_for(("none",), ["bicubic", "extrapolate"]) == ["none"]
+    assert methods_for(MODES, ["extrapolate"]) == []
+
+
+def test_tiny_run_writes_the_table(tmp_path):
+    cfgs = [compose([*TINY, f"pe={pe}"]) for pe in ("learned", "rope2d_axial")]
+    table, run_dir = run(cfgs, results_root=tmp_path)
+    assert list(table.columns) == ["pe", "method", "finetune_steps", "16px", "32px"]
+    assert table[["pe", "method", "finetune_steps"]].values.tolist() == [
+        ["learned", "bicubic", 0], ["learned", "bicubic", 1],
+        ["rope2d_axial", "interpolate", 0], ["rope2d_axial", "interpolate", 1],
+        ["rope2d_axial", "extrapolate", 0], ["rope2d_axial", "extrapolate", 1],
+    ]
+    assert table[["16px", "32px"]].isin([i / 8 for i in range(9)]).all().all()  # accuracies over 8 images
+    no_ft = table[table.finetune_steps == 0]
+    # at the trained resolution every method is the same model
+    assert no_ft[no_ft.pe == "rope2d_axial"]["32px"].nunique() == 1
+    for name in ("table.csv", "table.md", "long.csv", "accuracy.png", "similarity.csv", "similarity_learned.png"):
+        assert (run_dir.path / name).is_file(), name
+    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 5)
+    assert sorted(p.name for p in (run_dir.path / "checkpoints").iterdir()) == ["learned.safetensors",
+                                                                                  "rope2d_axial.safetensors"]
+    similarity = pd.read_csv(run_dir.path / "similarity.csv")
+    assert similarity.pe.tolist() == ["learned"] and similarity.rank_corr_trained.between(-1, 1).all()
+    assert run_dir.read_summary()["status"] == "completed"
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["resolution.resolutions=[16,30]", "pe=learned"], "resolution=30 is not divisible by model.patch_size=4"),
+    (["resolution.methods=[cubic]", "pe=learned"], "unknown interpolation method 'cubic'; valid: nearest"),
+    (["resolution.methods=[extrapolate]", "pe=learned"], "none of the methods extrapolate applies to pe 'learned'"),
+    (["pe=rope"], "pe 'rope' is 1D-only .* use pe=rope2d_axial"),
+])
+def test_bad_settings_fail_before_any_run_dir(tmp_path, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        run([compose([*TINY, *extra])], results_root=tmp_path)
+    with pytest.raises(ConfigError, match="each scheme once, please: nope, nope"):
+        run([compose([*TINY, "pe=nope"])] * 2, results_root=tmp_path)
+    assert not (tmp_path / "runs").exists()
