@@ -11,7 +11,8 @@ from posenc.config import compose, list_options
 from posenc.errors import ConfigError
 
 NEW = ["relative", "t5", "alibi", "kerple", "fire", "xpos"]
-TAKES_POSITIONS = sorted(set(list_options("pe")) - {"nope"})
+# every 1D scheme that takes positions (the 2D image schemes have no randomized option)
+TAKES_POSITIONS = ["learned", "sinusoidal", "rope"] + NEW
 SMOKE = ["experiment=smoke", "train.steps=2", "eval.max_windows=2"]
 
 
