@@ -7,7 +7,6 @@ sqrt(Δrow² + Δcol²), as in 2D ALiBi variants for vision (e.g. Fuller et al. 
 
 from __future__ import annotations
 
-
 import torch
 
 from posenc.pe.alibi import alibi_slopes  # the 1D family's slopes, one definition
