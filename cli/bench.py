@@ -11,7 +11,7 @@ from cli.common import console, fail
 
 
 def bench(
-    only: Annotated[str | None, typer.Option(help="Comma list of cases: train, rope, long, cli (default: all).")] = None,
+    only: Annotated[str | None, typer.Option(help="Comma list of cases: train, rope, long, vit, cli (default: all).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes and short timings: checks the harness only.")] = False,
     threads: Annotated[int, typer.Option(help="torch threads for every measurement.")] = 2,
     out: Annotated[Path, typer.Option(help="Folder for bench.csv, bench.md and environment.json.")] = Path("results/bench"),

@@ -65,6 +65,11 @@ def build(cfg: DictConfig) -> Setup:
             f"pe '{config['choices']['pe']}' has a table of {pe.max_positions} positions, shorter than "
             f"train.seq_len={train_cfg.seq_len}; raise pe.max_len or lower train.seq_len"
         )
+    if pe.randomized and pe.randomized_max < train_cfg.seq_len:
+        raise ConfigError(
+            f"pe.randomized_max={pe.randomized_max} is shorter than train.seq_len={train_cfg.seq_len}; "
+            "randomized positions are drawn from a range at least as long as the sequence"
+        )
     inputs = task.model_kwargs() if images else {"vocab_size": task.vocab_size}
     model = instantiate(cfg.model, "model", pe=pe, **inputs)
     return Setup(config=config, task=task, model=model, train=train_cfg, eval=eval_cfg, seed=seed)

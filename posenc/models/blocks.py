@@ -4,6 +4,12 @@ Notation: b batch, s sequence length, d model width, n_h query heads, n_kv key/v
 h_d head dimension. The position scheme is not owned by a block: the model owns it, computes
 its per-forward state once (rotation, bias) and passes scheme and state into every attention
 call, so one scheme serves every layer and is saved once.
+
+At long lengths a full (n_h, s, s) bias does not fit in memory (4 GiB at 16k tokens and 4 heads),
+so attention can instead take the positions and a chunk size, and build the bias of ``chunk``
+queries at a time (``chunked_bias_attention``). A per-key bias (…, n_h, 1, s) under a causal mask
+(ALiBi's key-only form) needs no mask at all: it is folded into one extra Q/K dimension and the
+fused causal kernel runs (``key_bias_attention``).
 """
 
 from __future__ import annotations
@@ -60,6 +66,47 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+def chunked_bias_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pe: PositionScheme,
+    positions: torch.Tensor,
+    chunk: int,
+    causal: bool = True,
+) -> torch.Tensor:
+    """SDPA over ``chunk`` queries at a time, with ``pe.bias`` built for that chunk only.
+
+    q, k, v are (b, n_h, s, h_d) and positions (s,) or (b, s); the result equals one SDPA with
+    the full bias and causal mask. Under a causal mask the keys after a chunk's last query are
+    never attended, so they are not scored at all. Peak memory is one (b, n_h, chunk, s) block.
+    """
+    s = q.shape[2]
+    out = []
+    for start in range(0, s, chunk):
+        stop = min(start + chunk, s)
+        end = stop if causal else s
+        mask = pe.bias(positions[..., start:stop], positions[..., :end]).to(q.dtype)  # (…, n_h, c, e)
+        if causal:
+            future = torch.ones(stop - start, end, dtype=torch.bool, device=q.device).triu(start + 1)  # j > i
+            mask = mask.masked_fill(future, float("-inf"))
+        out.append(F.scaled_dot_product_attention(q[:, :, start:stop], k[:, :, :end], v[:, :, :end], attn_mask=mask))
+    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+
+
+def key_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
+    """Causal SDPA plus a per-key bias β_h(j) with no (s, s) mask: q' = [q, √h_d], k' = [k, β],
+    v' = [v, 0] and softmax scale 1/√h_d give scores q·k/√h_d + β_h(j), so the fused ``is_causal``
+    kernel (O(s) memory) runs. q, k, v are (b, n_h, s, h_d), ``key_bias`` (…, n_h, 1, s).
+    """
+    b, n_h, s, h_d = q.shape
+    beta = key_bias.to(q.dtype).expand(b, n_h, 1, s).transpose(-1, -2)  # (b, n_h, s, 1)
+    q = torch.cat((q, torch.full_like(beta, h_d ** 0.5)), dim=-1)  # (b, n_h, s, h_d+1)
+    k = torch.cat((k, beta), dim=-1)  # (b, n_h, s, h_d+1)
+    v = torch.cat((v, torch.zeros_like(beta)), dim=-1)  # (b, n_h, s, h_d+1): fused kernels want one h_d
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=h_d ** -0.5)[..., :h_d]
+
+
 class Attention(nn.Module):
     """Multi-head (or grouped-query) attention through ``F.scaled_dot_product_attention``."""
 
@@ -78,7 +125,11 @@ class Attention(nn.Module):
         rotation: Any = None,
         bias: torch.Tensor | None = None,
         causal: bool = True,
+        positions: torch.Tensor | None = None,
+        chunk: int | None = None,
     ) -> torch.Tensor:
+        """``bias``: a full (…, n_h, s, s) or per-key (…, n_h, 1, s) bias; or, when it is None and
+        ``pe`` adds a bias, ``positions`` and ``chunk`` make attention build it per chunk of queries."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
@@ -89,8 +140,12 @@ class Attention(nn.Module):
             rep = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
             v = v.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
-        if bias is None:
+        if bias is None and pe.adds_bias and positions is not None:
+            y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
+        elif bias is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        elif causal and bias.shape[-2] == 1:
+            y = key_bias_attention(q, k, v, bias)
         else:
             mask = bias.to(q.dtype)
             if causal:
@@ -120,6 +175,7 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(dim, norm_eps)
         self.mlp = SwiGLU(dim, mlp_hidden, mlp_bias)
 
-    def forward(self, x: torch.Tensor, pe: PositionScheme, rotation: Any, bias: torch.Tensor | None, causal: bool) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal)
+    def forward(self, x: torch.Tensor, pe: PositionScheme, rotation: Any, bias: torch.Tensor | None, causal: bool,
+                positions: torch.Tensor | None = None, chunk: int | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk)
         return x + self.mlp(self.mlp_norm(x))

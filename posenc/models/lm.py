@@ -13,7 +13,11 @@ from torch import nn
 
 from posenc.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
-from posenc.pe.base import PositionScheme, default_positions
+from posenc.pe.base import PositionScheme, default_positions, randomized_positions
+
+# Elements of one (b, n_h, queries, keys) attention block above which a bias is built per chunk
+# of queries: 16 MiB in float32, so a bias never costs more than a few such blocks at any length.
+BIAS_BLOCK_ELEMENTS = 1 << 22
 
 
 class CausalLM(nn.Module):
@@ -37,9 +41,16 @@ class CausalLM(nn.Module):
         attention_bias: bool = False,
         mlp_bias: bool = False,
         init_std: float = 0.02,
+        bias_chunk: int | None = None,
         causal: bool = True,
     ) -> None:
+        """``bias_chunk``: queries per attention chunk when the scheme adds a bias; None picks
+        the scheme's key-only bias if it has one (ALiBi), else the full bias at short lengths and
+        chunks of ``BIAS_BLOCK_ELEMENTS`` at long ones."""
         super().__init__()
+        if bias_chunk is not None and bias_chunk < 1:
+            raise ConfigError(f"model.bias_chunk must be >= 1 or null, got {bias_chunk}")
+        self.bias_chunk = bias_chunk
         n_kv_heads = n_kv_heads or n_heads
         if head_dim is None:
             if d_model % n_heads:
@@ -50,7 +61,7 @@ class CausalLM(nn.Module):
         if pe.ndim != 1:
             raise ConfigError(
                 f"pe '{type(pe).__name__}' is a 2D scheme for image patches; the causal LM takes a 1D "
-                "scheme (nope, learned, sinusoidal, rope)"
+                "scheme (nope, learned, sinusoidal, rope, xpos, relative, t5, alibi, kerple, fire)"
             )
         self.pe = pe
         self.causal = causal  # False: a bidirectional encoder (permutation tests, `posenc order`)
@@ -68,19 +79,44 @@ class CausalLM(nn.Module):
     def _init(self, std: float, n_layers: int) -> None:
         init_weights(self, std, n_layers)
 
+    def attention_chunk(self, batch: int, seq_len: int) -> int:
+        """Queries per attention chunk for a bias scheme; ``seq_len`` means one full bias."""
+        if self.bias_chunk is not None:
+            return min(self.bias_chunk, seq_len)
+        return min(seq_len, max(1, BIAS_BLOCK_ELEMENTS // (batch * self.n_heads * seq_len)))
+
+    def attention_bias(self, positions: torch.Tensor, batch: int, dtype: torch.dtype) -> tuple[torch.Tensor | None, int]:
+        """The bias every layer shares and the query chunk size: a per-key (…, n_h, 1, s) bias when
+        the scheme has one and it is exact (float32 or wider, non-decreasing positions), else a full
+        (…, n_h, s, s) bias at short lengths, else None and chunks built inside attention."""
+        s = positions.shape[-1]
+        exact = dtype in (torch.float32, torch.float64) and bool((positions.diff(dim=-1) >= 0).all())
+        # the key-only form equals the bias only under a causal mask (a row constant cancels)
+        key_bias = self.pe.key_bias(positions) if self.causal and self.bias_chunk is None and exact else None
+        if key_bias is not None:
+            return key_bias[..., None, :], s  # (…, n_h, 1, s)
+        chunk = self.attention_chunk(batch, s)
+        return (self.pe.bias(positions, positions) if chunk == s else None), chunk  # (…, n_h, s, s)
+
     def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits."""
-        _, s = idx.shape
-        if positions is None:
+        """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
+
+        Without explicit positions a model in training mode whose scheme has ``randomized`` set
+        sees sorted random positions from [0, ``pe.randomized_max``); otherwise 0..s-1.
+        """
+        b, s = idx.shape
+        pe = self.pe
+        if positions is None and self.training and pe.randomized:
+            positions = randomized_positions(s, pe.randomized_max, device=idx.device)
+        elif positions is None:
             positions = default_positions(s, idx.device)
         x = self.embed(idx)  # (b, s, d)
-        pe = self.pe
         if pe.adds_embedding:
             x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
         rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
-        bias = pe.bias(positions, positions) if pe.adds_bias else None  # (…, n_h, s, s)
+        bias, chunk = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
         for block in self.blocks:
-            x = block(x, pe, rotation, bias, causal=self.causal)
+            x = block(x, pe, rotation, bias, self.causal, positions, chunk)
         x = self.norm(x)
         return x @ self.embed.weight.T if self.head is None else self.head(x)  # (b, s, V)
 

@@ -7,25 +7,12 @@ sqrt(Δrow² + Δcol²), as in 2D ALiBi variants for vision (e.g. Fuller et al. 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from posenc.pe.alibi import alibi_slopes  # the 1D family's slopes, one definition
 from posenc.pe.base import PositionScheme
 from posenc.pe.grid import COORDINATE_METHODS
 from posenc.pe.rel2d import relative_offsets
-
-
-def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """2^(−8h/n) for h = 1..n when n is a power of two; otherwise ALiBi's interleaved extension."""
-    def powers(n: int) -> list[float]:
-        start = 2 ** (-8 / n)
-        return [start ** (i + 1) for i in range(n)]
-
-    if math.log2(n_heads).is_integer():
-        return torch.tensor(powers(n_heads))
-    closest = 2 ** math.floor(math.log2(n_heads))
-    return torch.tensor(powers(closest) + powers(2 * closest)[0::2][: n_heads - closest])
 
 
 class ALiBi2D(PositionScheme):

@@ -11,6 +11,10 @@ A scheme acts in one or more of three places, and says which with class flags:
 Positions are explicit tensors: ``(s,)`` or ``(b, s)`` integer (or, after rescaling, float)
 indices for text, ``(s, 2)`` / ``(b, s, 2)`` (row, col) for patches. Rescaling therefore acts on
 positions or frequencies in the scheme, never on special cases in a model.
+
+Randomized positions (Ruoss et al. 2023) are a training-time choice of *which* positions a model
+sees, so they live here and in the model's ``forward``, not in any scheme: a scheme only carries
+the two settings (``randomized``, ``randomized_max``) from its config to the model.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from posenc.errors import UserError
+from posenc.errors import ConfigError, UserError
 
 
 class PositionOutOfRange(UserError):
@@ -39,6 +43,19 @@ class PositionScheme(nn.Module):
     adds_bias: ClassVar[bool] = False
     ndim: ClassVar[int] = 1
     max_positions: int | None = None
+    randomized: bool = False
+    randomized_max: int | None = None
+
+    def set_randomized(self, randomized: bool, randomized_max: int) -> None:
+        """Train on sorted random positions from [0, ``randomized_max``) (see ``randomized_positions``)."""
+        if randomized_max < 1:
+            raise ConfigError(f"pe.randomized_max must be >= 1, got {randomized_max}")
+        if randomized and self.max_positions is not None and randomized_max > self.max_positions:
+            raise ConfigError(
+                f"pe.randomized_max={randomized_max} is past the {type(self).__name__} table of "
+                f"{self.max_positions} positions; raise pe.max_len to at least {randomized_max}"
+            )
+        self.randomized, self.randomized_max = randomized, randomized_max
 
     def embedding(self, positions: torch.Tensor) -> torch.Tensor:
         """(…, s) positions -> (…, s, d) embedding added to the input."""
@@ -56,6 +73,11 @@ class PositionScheme(nn.Module):
         """(…, n_h, s_q, s_k) additive bias on the attention scores."""
         raise NotImplementedError(f"{type(self).__name__} adds no attention bias")
 
+    def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor | None:
+        """(…, n_h, s_k) per-key bias that equals ``bias`` under a causal mask over non-decreasing
+        positions (a row constant cancels in the softmax), or None when the scheme has none."""
+        return None
+
     def check_positions(self, positions: torch.Tensor) -> None:
         if self.max_positions is not None and positions.numel():
             top = int(positions.max())
@@ -69,3 +91,28 @@ class PositionScheme(nn.Module):
 def default_positions(seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """The positions 0..s-1 of an unshifted 1D sequence, shape (s,)."""
     return torch.arange(seq_len, device=device)
+
+
+def randomized_positions(
+    seq_len: int,
+    max_len: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """A sorted sample without replacement of ``seq_len`` positions from [0, ``max_len``), shape (s,).
+
+    Ruoss et al. 2023, "Randomized Positional Encodings Boost Length Generalization of
+    Transformers" (arXiv:2305.16843): training on such positions shows the model position values
+    up to ``max_len`` while keeping their order. One sample is shared by the batch, as in the
+    reference implementation (google-deepmind/randomized_positional_encodings,
+    ``noisy_fixed_positional_encodings``). Drawn on the CPU from ``generator`` (default: torch's
+    global generator, which a run seeds and checkpoints), then moved to ``device``.
+    """
+    if not 1 <= seq_len <= max_len:
+        raise ConfigError(f"pe.randomized_max={max_len} must be >= the sequence length {seq_len}")
+    return torch.randperm(max_len, generator=generator)[:seq_len].sort().values.to(device)
+
+
+def relative_distance(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+    """(…, s_q) and (…, s_k) positions -> (…, s_q, s_k) signed distances i − j (query minus key)."""
+    return q_positions[..., :, None] - k_positions[..., None, :]

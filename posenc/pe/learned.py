@@ -17,10 +17,12 @@ class LearnedPE(PositionScheme):
 
     adds_embedding = True
 
-    def __init__(self, dim: int, max_len: int, init_std: float = 0.02) -> None:
+    def __init__(self, dim: int, max_len: int, init_std: float = 0.02, randomized: bool = False,
+                 randomized_max: int = 2048) -> None:
         super().__init__()
         self.max_positions = max_len
         self.table = nn.Parameter(torch.randn(max_len, dim) * init_std)
+        self.set_randomized(randomized, randomized_max)  # the table must cover randomized_max
 
     def embedding(self, positions: torch.Tensor) -> torch.Tensor:
         self.check_positions(positions)

@@ -71,6 +71,8 @@ class RoPE(PositionScheme):
         base: float = 10000.0,
         layout: Layout = "half",
         rotary_fraction: float = 1.0,
+        randomized: bool = False,
+        randomized_max: int = 2048,
     ) -> None:
         super().__init__()
         if not 0.0 < rotary_fraction <= 1.0:
@@ -87,6 +89,7 @@ class RoPE(PositionScheme):
         self.attention_scaling = 1.0
         self.register_buffer("inv_freq", rope_inv_freq(rot_dim, base), persistent=False)
         self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.set_randomized(randomized, randomized_max)
 
     def _freqs(self, dtype: torch.dtype) -> torch.Tensor:
         # float32 angles as Hugging Face computes them; float64 when asked, for exact checks

@@ -45,11 +45,13 @@ class SinusoidalPE(PositionScheme):
 
     adds_embedding = True
 
-    def __init__(self, dim: int, base: float = 10000.0, scale: float = 1.0) -> None:
+    def __init__(self, dim: int, base: float = 10000.0, scale: float = 1.0, randomized: bool = False,
+                 randomized_max: int = 2048) -> None:
         super().__init__()
         if dim % 2:
             raise ConfigError(f"sinusoidal embedding needs an even model dimension, got d_model={dim}")
         self.dim, self.base, self.scale = dim, base, scale
+        self.set_randomized(randomized, randomized_max)
 
     def embedding(self, positions: torch.Tensor) -> torch.Tensor:
         return (self.scale * sinusoidal_table(positions, self.dim, self.base)).to(torch.get_default_dtype())

@@ -28,6 +28,16 @@ def test_long_eval_runs_each_fitting_scheme_in_a_fresh_process():
     assert all(0.01 < x < 4 for x in rss)
 
 
+def test_vit_rows_cover_the_2d_schemes_and_resampling():
+    from benchmarks.suite import vit_forward
+
+    rows = vit_forward(Sizes.quick(), threads=1)
+    cases = [r["case"] for r in rows]
+    assert "rope2d_mixed @ 16px vs learned" in cases and "sincos2d @ 24px vs learned" in cases
+    assert not any(c.startswith(("rope @", "alibi @")) for c in cases)  # 1D schemes do not fit a ViT
+    assert cases[-1] == "learned 16->24px resampled vs built at 24px"
+
+
 def test_bench_command_writes_its_table(cli, tmp_path):
     code, out, err = cli("bench", "--quick", "--only", "rope,cli", "--threads", "1", "--out", tmp_path)
     assert code == 0, err
@@ -36,5 +46,5 @@ def test_bench_command_writes_its_table(cli, tmp_path):
     assert not math.isnan(table.loc[0, "ratio"])
     assert (tmp_path / "environment.json").exists() and (tmp_path / "bench.md").exists()
     code, _, err = cli("bench", "--only", "warp", "--out", tmp_path / "x")
-    assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, cli" in err
+    assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, vit, cli" in err
     assert not (tmp_path / "x").exists()

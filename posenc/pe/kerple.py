@@ -1,0 +1,41 @@
+"""KERPLE, logarithmic variant (Chi et al. 2022, "KERPLE: Kernelized Relative Positional
+Embedding for Length Extrapolation", arXiv:2205.09921, §4).
+
+Head h adds −r1_h·log(1 + r2_h·|i − j|) with learnable r1, r2 > 0: a conditionally positive
+definite kernel whose penalty grows only logarithmically with distance. Parameters as in the
+reference implementation (chijames/KERPLE, ``megatron/model/transformer.py``): r1 ~ U(0, 2),
+r2 ~ U(0, 1), both clamped to at least ``eps`` = 0.01 where they are used.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.errors import ConfigError
+from posenc.pe.base import PositionScheme, relative_distance
+
+
+def kerple_log_bias(distance: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor) -> torch.Tensor:
+    """(…, s_q, s_k) distances and (n_h,) r1, r2 -> (…, n_h, s_q, s_k) bias −r1·log(1 + r2·|d|)."""
+    d = distance.abs().float()[..., None, :, :]  # (…, 1, s_q, s_k)
+    return -r1[:, None, None] * torch.log1p(r2[:, None, None] * d)
+
+
+class KerpleLogPE(PositionScheme):
+    """Learned logarithmic distance penalty per head."""
+
+    adds_bias = True
+
+    def __init__(self, n_heads: int, eps: float = 1e-2, randomized: bool = False, randomized_max: int = 2048) -> None:
+        super().__init__()
+        if eps <= 0:
+            raise ConfigError(f"pe.eps must be > 0, got {eps}")
+        self.eps = eps
+        self.r1 = nn.Parameter(torch.rand(n_heads) * 2)
+        self.r2 = nn.Parameter(torch.rand(n_heads))
+        self.set_randomized(randomized, randomized_max)
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        distance = relative_distance(q_positions, k_positions)  # (…, s_q, s_k)
+        return kerple_log_bias(distance, self.r1.clamp(min=self.eps), self.r2.clamp(min=self.eps))

@@ -1,0 +1,47 @@
+"""Clipped relative position bias: one learned scalar per head and clipped distance.
+
+Shaw et al. 2018, "Self-Attention with Relative Position Representations" (arXiv:1803.02155)
+learn a vector per clipped distance clip(i − j, −K, K); the scalar-per-head form used here is
+the bias variant of the same idea (as in Swin's relative position bias table,
+``timm/layers/pos_embed_rel.py``): b_h(clip(i − j, −K, K)) is added to the attention scores.
+Every distance past K shares the last entry, so the bias is defined at any length (seed claim C8).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posenc.errors import ConfigError
+from posenc.pe.base import PositionScheme, relative_distance
+
+
+def clipped_distance(q_positions: torch.Tensor, k_positions: torch.Tensor, max_distance: int) -> torch.Tensor:
+    """(…, s_q, s_k) integer distances clip(i − j, −K, K) shifted to table rows 0..2K."""
+    distance = relative_distance(q_positions, k_positions).round().long()
+    return distance.clamp(-max_distance, max_distance) + max_distance
+
+
+class RelativeBiasPE(PositionScheme):
+    """A (2K+1, n_h) table of biases indexed by the clipped distance, initialised N(0, ``init_std``²)."""
+
+    adds_bias = True
+
+    def __init__(
+        self,
+        n_heads: int,
+        max_distance: int = 32,
+        init_std: float = 0.02,
+        randomized: bool = False,
+        randomized_max: int = 2048,
+    ) -> None:
+        super().__init__()
+        if max_distance < 0:
+            raise ConfigError(f"pe.max_distance must be >= 0, got {max_distance}")
+        self.max_distance = max_distance
+        self.table = nn.Parameter(torch.randn(2 * max_distance + 1, n_heads) * init_std)
+        self.set_randomized(randomized, randomized_max)
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        rows = clipped_distance(q_positions, k_positions, self.max_distance)  # (…, s_q, s_k)
+        return self.table[rows].movedim(-1, -3)  # (…, n_h, s_q, s_k)

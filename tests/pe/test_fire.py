@@ -1,0 +1,44 @@
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from posenc.errors import ConfigError
+from posenc.pe.fire import FirePE, fire_inputs
+
+
+def test_inputs_are_log_distance_over_log_of_query_position_or_threshold():
+    c, threshold = torch.tensor(0.1), torch.tensor(8.0)
+    q = torch.tensor([2, 20])
+    k = torch.tensor([0, 1, 2])
+    x = fire_inputs(q, k, c, threshold)
+    psi = lambda v: math.log(0.1 * v + 1)  # noqa: E731
+    assert x[0].tolist() == pytest.approx([psi(2) / psi(8), psi(1) / psi(8), 0.0], rel=1e-5)
+    assert x[1].tolist() == pytest.approx([psi(20) / psi(20), psi(19) / psi(20), psi(18) / psi(20)], rel=1e-5)
+
+
+def test_bias_is_the_mlp_of_the_inputs():
+    torch.manual_seed(0)
+    pe = FirePE(n_heads=3, mlp_width=8, init_threshold=16.0)
+    pos = torch.arange(30)
+    bias = pe.bias(pos, pos)
+    assert bias.shape == (3, 30, 30)
+    x = fire_inputs(pos, pos, pe.c, torch.tensor(16.0))
+    assert_close(bias, pe.mlp(x[..., None]).permute(2, 0, 1))
+
+
+def test_past_the_threshold_the_bias_depends_on_the_query_position():
+    torch.manual_seed(0)
+    pe = FirePE(n_heads=2, init_threshold=8.0)
+    pos = torch.arange(20)
+    shifted = pe.bias(pos + 100, pos + 100)
+    assert not torch.allclose(pe.bias(pos, pos), shifted)  # normalised by max(i, L): not only i − j
+    x = fire_inputs(pos + 100, pos + 100, pe.c, torch.tensor(8.0))
+    assert x.diagonal().abs().max() == 0 and (x[19, :19].diff() < 0).all()  # closer keys: smaller input
+
+
+@pytest.mark.parametrize("key", ["mlp_width", "init_c", "init_threshold"])
+def test_bad_settings(key):
+    with pytest.raises(ConfigError, match=f"pe.{key} must be > 0"):
+        FirePE(n_heads=2, **{key: 0})
