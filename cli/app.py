@@ -52,7 +52,7 @@ def main() -> None:
         command = f"posenc {e.ctx.info_name} --help" if e.ctx and e.ctx.parent else "posenc --help"
         print(f"error: {e.format_message()} (see '{command}')", file=sys.stderr)
         sys.exit(2)
-    except click_exceptions.Abort:
+    except typer.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(130)
     sys.exit(code or 0)

@@ -329,7 +329,8 @@ def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len
         return f"{pe}/{scale}" + (f" +ft{ft}" if ft else "")
 
     cells = list(dict.fromkeys(zip(table.pe, table.scale)))
-    color = {cell: f"C{i % 10}" for i, cell in enumerate(cells)}  # one colour per cell in both plots
+    palette = plt.get_cmap("tab10" if len(cells) <= 10 else "tab20")
+    color = {cell: palette(i % palette.N) for i, cell in enumerate(cells)}  # one colour per cell in both plots
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lengths = [c for c in table.columns if c.isdigit()]
     for _, row in table[table.metric == metric].iterrows():
