@@ -228,7 +228,9 @@ def _vit(pe_name: str, resolution: int):
     from posenc.build import build
     from posenc.config import compose
 
-    return build(compose(["model=vit_tiny", f"pe={pe_name}", f"task.resolution={resolution}"])).model.eval()
+    # train.seq_len sizes a learned table; 4096 rows cover a cls row and any grid benchmarked here
+    return build(compose(["model=vit_tiny", f"pe={pe_name}", f"task.resolution={resolution}",
+                          "train.seq_len=4096"])).model.eval()
 
 
 def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
