@@ -159,7 +159,7 @@ def rope_apply(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 # --- long-context evaluation ---------------------------------------------------------------
 
 _LONG_EVAL = """
-import json, resource, sys, time, torch
+import json, sys, time, torch
 torch.set_num_threads({threads})
 from posenc.build import build
 from posenc.config import compose
@@ -173,8 +173,13 @@ with torch.no_grad():
         start = time.perf_counter()
         model(x)
         times.append(time.perf_counter() - start)
-print(json.dumps({{"seconds": sorted(times)[len(times) // 2],
-                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
+# VmHWM is this process's own peak (Linux): ru_maxrss would keep the peak of the forked parent
+try:
+    peak = 1024 * next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+except OSError:  # no /proc (macOS): ru_maxrss, in bytes there
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": sorted(times)[len(times) // 2], "peak_rss": peak}}))
 """
 
 
