@@ -18,8 +18,9 @@ import pytest
 from posenc.results import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
-# 40 steps with a checkpoint every 3 and a validation every 4: checkpoints fall between validations.
-ARGS = ["experiment=smoke", "train.steps=40", "train.checkpoint_every=3", "train.eval_every=4",
+# 200 steps (long enough that a kill within a second of the first checkpoint lands mid-run, even on
+# an idle machine) with a checkpoint every 3 and a validation every 4: checkpoints fall between validations.
+ARGS = ["experiment=smoke", "train.steps=200", "train.checkpoint_every=3", "train.eval_every=4",
         "train.log_every=2", "eval.max_windows=4", "eval.periodic_windows=4"]
 TIMING = ("tokens_per_s", "elapsed_s", "seconds")
 
