@@ -14,6 +14,7 @@ from cli.list import list_
 from cli.order import order
 from cli.report import report
 from cli.resolution import resolution
+from cli.suite import suite
 from cli.sweep import sweep
 from cli.train import train
 
@@ -40,6 +41,7 @@ app.command("resolution")(resolution)
 app.command("sweep")(sweep)
 app.command("compare")(compare)
 app.command("report")(report)
+app.command("suite")(suite)
 
 
 def main() -> None:

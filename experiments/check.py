@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +25,7 @@ import torch
 from omegaconf import DictConfig
 
 from posenc import properties as props
-from posenc.config import compose, instantiate, list_options
+from posenc.config import check_arguments, compose, instantiate, list_options, to_container
 from posenc.errors import ConfigError
 from posenc.pe.base import PositionScheme
 from posenc.results import RunDir, write_png, write_table
@@ -147,8 +147,29 @@ def run(schemes: list[Scheme], skipped: list[dict[str, str]], *, results_root: P
                     "adds_bias (C8)": any(s.pe.adds_bias for s in schemes)}
     run_dir.update_summary(status="completed", run_dir=str(run_dir.path), checks=len(table), failed=n_failed,
                            passed=n_failed == 0, figures=figures, skipped=skipped,
-                           not_checked=[k for k, v in capabilities.items() if not v])
+                           not_checked=[k for k, v in capabilities.items() if not v], table="check")
     return table, run_dir
+
+
+@dataclass
+class CheckConfig:
+    """The ``check`` node of ``experiment=check``: ``plan``'s names (null: every option) and
+    overrides composed into every scheme's config (``pe.base=500000``)."""
+
+    pes: list[str] | None = None
+    models: list[str] | None = None
+    overrides: list[str] = field(default_factory=list)
+
+
+def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
+    """The sweep protocol (``experiment=check``): every check at the config's seed."""
+    node = cfg.get("check")
+    if node is None:
+        raise ConfigError("no check settings: compose with experiment=check")
+    settings = CheckConfig(**check_arguments(CheckConfig, to_container(node), "check"))
+    seed = int(cfg.seed)
+    schemes, skipped = plan(settings.pes, settings.models, settings.overrides, seed)
+    return run(schemes, skipped, results_root=results_root, seed=seed, config={"overrides": settings.overrides})
 
 
 def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:

@@ -24,11 +24,11 @@ from typing import Any
 import pandas as pd
 import torch
 import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.train import fit
 from posenc.build import Setup, build
-from posenc.config import compose, config_root, instantiate, list_options
+from posenc.config import check_arguments, compose, config_root, instantiate, list_options, to_container
 from posenc.errors import ConfigError
 from posenc.evaluation import IGNORE_INDEX, evaluate
 from posenc.pe.base import PositionOutOfRange
@@ -109,6 +109,34 @@ def overrides_for(overrides: Sequence[str], scale: str, options: dict[str, dict[
     """The overrides without the ``scale.KEY=…`` ones that ``scale`` has no KEY for."""
     return [o for o in overrides
             if not o.startswith("scale.") or o.split("=", 1)[0].removeprefix("scale.") in options[scale]]
+
+
+def with_scale(cfg: DictConfig, name: str, node: dict[str, Any]) -> DictConfig:
+    """A copy of ``cfg`` with the scale option ``name`` (its YAML ``node``) in place of its own."""
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        out.scale = OmegaConf.create(node)
+        out.choices.scale = name
+    return out
+
+
+def cells_of(cfg: DictConfig, scales: Sequence[str]) -> list[DictConfig]:
+    """One config per scale of ``scales`` (``all``: every option) that applies to ``cfg``'s scheme.
+
+    What ``plan`` does for the command line, for a config that is already composed (a sweep job).
+    """
+    options = scale_options()
+    for name in scales:
+        if name != "all" and name not in options:
+            raise ConfigError(f"unknown scale '{name}' in extrapolation.scales; valid: all, {', '.join(options)}")
+    requested = list(options) if "all" in scales else list(dict.fromkeys(scales))
+    scheme = instantiate(cfg.pe, "pe")
+    # under ``all``, LongRoPE only when its factor lists are given (as in ``plan``)
+    fits = [s for s in requested if _scale_class(options[s]).applies(scheme)
+            and not ("all" in scales and getattr(_scale_class(options[s]), "requires", ()))]
+    if not fits:
+        raise ConfigError(f"no scale of extrapolation.scales ({', '.join(requested)}) applies to pe '{cfg.choices.pe}'")
+    return [with_scale(cfg, s, options[s]) for s in fits]
 
 
 # --- checks, before anything is written ---------------------------------------------------------
@@ -302,6 +330,27 @@ def run(
         models=[{"pe": c.pe, "scale": c.scale_name, "cache": str(models[c.key][1]), "reused": models[c.key][2]}
                 for c in cells])
     return table, run_dir
+
+
+@dataclasses.dataclass
+class ExtrapolationConfig:
+    """The ``extrapolation`` node of ``experiment=extrapolation`` (the arguments of ``run``)."""
+
+    scales: list[str] = dataclasses.field(default_factory=lambda: ["none"])
+    lengths: list[int] | None = None
+    finetune_steps: int = 0
+    n_buckets: int = 16
+
+
+def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
+    """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale of
+    ``extrapolation.scales`` that applies to it, trained once."""
+    node = cfg.get("extrapolation")
+    if node is None:
+        raise ConfigError("no extrapolation settings: compose with experiment=extrapolation")
+    settings = ExtrapolationConfig(**check_arguments(ExtrapolationConfig, to_container(node), "extrapolation"))
+    return run(cells_of(cfg, settings.scales), results_root=results_root, lengths=settings.lengths,
+               finetune_steps=settings.finetune_steps, n_buckets=settings.n_buckets)
 
 
 # --- plots ---------------------------------------------------------------------------------------

@@ -20,15 +20,16 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
+from omegaconf import DictConfig
 
 from posenc.build import Setup, build
-from posenc.config import compose, list_options
+from posenc.config import check_arguments, compose, list_options, to_container
 from posenc.errors import ConfigError
 from posenc.evaluation import IGNORE_INDEX, evaluate
 from posenc.permutation import permutation_test
@@ -246,8 +247,30 @@ def run(
     write_table(table, run_dir.path, "order")
     plot(table, run_dir.path / "order.png")
     run_dir.update_summary(status="completed", run_dir=str(run_dir.path), rows=len(table), skipped=skipped,
-                           invariance_tolerance=INVARIANCE_TOL)
+                           invariance_tolerance=INVARIANCE_TOL, table="order")
     return table, run_dir
+
+
+@dataclass
+class OrderConfig:
+    """The ``order`` node of ``experiment=order``: ``plan``'s names (null: every option that fits),
+    the number of permutations, and overrides composed into every cell (``train.steps=100``)."""
+
+    models: list[str] | None = None
+    pes: list[str] | None = None
+    tasks: list[str] | None = None
+    permutations: int = 8
+    overrides: list[str] = field(default_factory=list)
+
+
+def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
+    """The sweep protocol (``experiment=order``): every planned cell at the config's seed."""
+    node = cfg.get("order")
+    if node is None:
+        raise ConfigError("no order settings: compose with experiment=order")
+    settings = OrderConfig(**check_arguments(OrderConfig, to_container(node), "order"))
+    cells, skipped = plan(settings.models, settings.pes, settings.tasks, [*settings.overrides, f"seed={cfg.seed}"])
+    return run(cells, skipped, permutations=settings.permutations, results_root=results_root)
 
 
 def plot(table: pd.DataFrame, path: Path) -> None:

@@ -195,6 +195,11 @@ def run(
     return table, run_dir
 
 
+def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
+    """The sweep protocol (``experiment=resolution``): the config's one scheme."""
+    return run([cfg], results_root=results_root)
+
+
 def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig, run_dir: RunDir,
          on_log: Callable[[dict[str, Any]], None] | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []

@@ -211,7 +211,7 @@ def runs_table(sweep_dir: Path) -> pd.DataFrame:
             error = (summary.get("error") or "").strip().splitlines()
             row.update(status=summary.get("status", "running"), error=error[0] if error else "")
             row["run_dir"] = str(run)
-            table_path = run / "table.csv"
+            table_path = run_table(run)
             if row["status"] == "completed" and table_path.exists():
                 table = pd.read_csv(table_path)
                 if len(table) == 1:
@@ -224,16 +224,23 @@ def runs_table(sweep_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def long_table(sweep_dir: Path) -> pd.DataFrame:
-    """Every row of every job's table (failed and unfinished jobs as one row without scores),
-    with the job's override columns and status in front."""
+def run_table(run: Path, name: str | None = None) -> Path:
+    """A run's table ``name``.csv; by default its main table, which the summary names when it
+    is not ``table`` (``posenc order`` writes ``order.csv``)."""
+    return Path(run) / f"{name or RunDir(run).read_summary().get('table', 'table')}.csv"
+
+
+def long_table(sweep_dir: Path, name: str | None = None) -> pd.DataFrame:
+    """Every row of every job's table (its main table, or the table ``name`` such as
+    ``similarity``), failed and unfinished jobs as one row without scores, with the job's
+    override columns and status in front."""
     sweep = read_sweep(sweep_dir)
     parts = []
     for num, job in enumerate(sweep["jobs"]):
         run = job_run(Path(sweep_dir) / str(num))
         front = {"job": num, **_override_columns(job)}
         status = RunDir(run).read_summary().get("status") if run is not None else "pending"
-        table_path = run / "table.csv" if run is not None else None
+        table_path = run_table(run, name) if run is not None else None
         if status == "completed" and table_path is not None and table_path.exists():
             table = pd.read_csv(table_path)
             table = table.drop(columns=[c for c in front if c in table.columns])
@@ -248,13 +255,18 @@ def stats_table(sweep_dir: Path) -> pd.DataFrame:
     sweep = read_sweep(sweep_dir)
     table = long_table(sweep_dir)
     override_keys = list(_override_columns(sweep["jobs"][0]) if sweep["jobs"] else {})
-    metrics = [c for c in table.columns if c not in override_keys and c not in ("job", "status")
-               and pd.api.types.is_float_dtype(table[c]) and c != "seed"]
+    # float scores and pass/fail flags (a flag's mean is the fraction of seeds where it holds)
+    metrics = [c for c in table.columns if c not in override_keys and c not in ("job", "status") and c != "seed"
+               and (pd.api.types.is_float_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]))]
     # table columns that tell one run's rows apart (a length, a scaling method) are kept as keys
     identity = [c for c in table.columns if c not in override_keys and c not in metrics
                 and c not in ("job", "status", "seed") and (table.groupby("job")[c].nunique() > 1).any()]
-    keys = [k for k in override_keys if k != "seed"] + identity
-    return aggregate(table, keys, metrics)
+    # a table's own key column named like an output column of ``aggregate`` (the extrapolation
+    # table's ``metric``: bpb or ppl) is renamed, so that both stay readable
+    taken = ("metric", "n", "mean", "std", "ci95_low", "ci95_high", "failed")
+    renamed = {c: "measure" if c == "metric" else f"row_{c}" for c in identity if c in taken}
+    keys = [k for k in override_keys if k != "seed"] + [renamed.get(c, c) for c in identity]
+    return aggregate(table.rename(columns=renamed), keys, metrics)
 
 
 def write_tables(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

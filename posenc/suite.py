@@ -1,0 +1,193 @@
+"""The reference suite: the canonical experiments as ``posenc sweep`` runs, and their tables.
+
+A suite is a YAML file in ``configs/suite/`` (``quick``, ``full``): seeds, a default launcher,
+and named sweeps, each a list of sweep overrides (``pe=nope,rope``) to which ``seed=…`` is
+added. Running it makes one folder::
+
+    <root>/suites/<timestamp>-<suite>/
+        suite.json       the suite, its seeds and launcher, each sweep's jobs and folder, timings
+        sweeps/<…>/      one ``posenc sweep`` folder per sweep (jobs, runs.md, stats.md)
+
+``collect`` gathers every sweep's rows into one long table per sweep (one row per table row of
+every job, with its seed), which ``posenc.claims`` turns into results/REPORT.md.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from posenc.config import config_root, list_options
+from posenc.errors import ConfigError, UserError
+from posenc.results import make_unique_dir, write_json
+
+SUITE_FILE = "suite.json"
+# extra tables a sweep's runs write beside their main one, collected as <sweep>_<name>
+SIDE_TABLES = ("similarity", "depth")
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    description: str
+    overrides: list[str]
+
+
+@dataclass
+class Suite:
+    name: str
+    description: str
+    seeds: list[int]
+    launcher: str
+    launcher_overrides: list[str]
+    sweeps: list[SweepSpec]
+
+
+@dataclass
+class PlannedSweep:
+    spec: SweepSpec
+    overrides: list[str]  # the spec's, then seed=…
+    jobs: list[list[str]] = field(default_factory=list)
+
+
+def _flat(items: Sequence[Any]) -> list[str]:
+    """Overrides with nested lists (YAML anchors) flattened one level."""
+    out: list[str] = []
+    for item in items:
+        out.extend(str(i) for i in item) if isinstance(item, list) else out.append(str(item))
+    return out
+
+
+def load(name: str) -> Suite:
+    """The suite ``configs/suite/<name>.yaml``, or a suite file of the user's (``my_suite.yaml``)."""
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise UserError(f"suite file '{name}' does not exist")
+        text, name = path.read_text(), path.stem
+    else:
+        valid = list_options("suite")
+        if name not in valid:
+            raise ConfigError(f"unknown suite '{name}'; valid: {', '.join(valid)}, or a path to a .yaml file")
+        text = (config_root() / "suite" / f"{name}.yaml").read_text()
+    try:
+        node = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"suite '{name}' is not valid YAML: {str(e).splitlines()[0]}") from None
+    try:
+        sweeps = [SweepSpec(key, str(s.get("description", "")), _flat(s["overrides"]))
+                  for key, s in node["sweeps"].items()]
+        return Suite(name, str(node.get("description", "")), [int(s) for s in node["seeds"]],
+                     str(node.get("launcher", "basic")), _flat(node.get("launcher_overrides", [])), sweeps)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(f"configs/suite/{name}.yaml: malformed ({type(e).__name__}: {e}); it needs "
+                          "seeds and sweeps: {name: {overrides: [...]}}") from None
+
+
+def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
+         extra: Sequence[str] = ()) -> list[PlannedSweep]:
+    """Every sweep of the suite with its jobs, each composed and built (``check_jobs``), so that
+    a mistake stops the suite before any job runs. ``only`` picks sweeps by name; ``extra``
+    overrides go to every sweep (after the suite's own, so they win)."""
+    from posenc.sweep import check_jobs, expand
+
+    seeds = list(suite.seeds if seeds is None else seeds)
+    if not seeds:
+        raise UserError("no seeds given")
+    names = [s.name for s in suite.sweeps]
+    for name in only or ():
+        if name not in names:
+            raise UserError(f"suite '{suite.name}' has no sweep '{name}'; its sweeps: {', '.join(names)}")
+    planned = []
+    for spec in suite.sweeps:
+        if only and spec.name not in only:
+            continue
+        overrides = [*spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
+        jobs = expand(overrides)
+        try:
+            check_jobs(jobs)
+        except ConfigError as e:
+            raise ConfigError(f"suite sweep {spec.name}: {e}") from None
+        planned.append(PlannedSweep(spec, overrides, jobs))
+    return planned
+
+
+def plan_table(planned: Sequence[PlannedSweep]) -> pd.DataFrame:
+    """One row per job: sweep, job number, scheme, seed and its overrides (what a dry run shows)."""
+    rows = []
+    for p in planned:
+        for num, job in enumerate(p.jobs):
+            values = dict(o.split("=", 1) for o in job if "=" in o)
+            rows.append({"sweep": p.spec.name, "job": num, "pe": values.get("pe", ""), "seed": int(values["seed"]),
+                         "task": values.get("task", ""), "overrides": " ".join(job)})
+    return pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    return {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "torch": torch.__version__, "python": platform.python_version(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: str) -> Path:
+    """A new suite folder under ``<root>/suites/`` with its ``suite.json``."""
+    path = make_unique_dir(Path(root) / "suites", f"{time.strftime('%Y%m%d-%H%M%S')}-{suite.name}")
+    write_json(path / SUITE_FILE, {
+        "suite": suite.name, "description": suite.description, "launcher": launcher,
+        "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
+        "sweeps": {p.spec.name: {"description": p.spec.description, "overrides": p.overrides,
+                                 "jobs": len(p.jobs), "dir": None, "seconds": None} for p in planned},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "seconds": None,
+    })
+    return path
+
+
+def read(suite_dir: Path) -> dict[str, Any]:
+    import json
+
+    path = Path(suite_dir) / SUITE_FILE
+    if not path.is_file():
+        raise UserError(f"'{suite_dir}' is not a suite directory (no {SUITE_FILE})")
+    return json.loads(path.read_text())
+
+
+def record(suite_dir: Path, sweep: str | None = None, **fields: Any) -> None:
+    """Update ``suite.json``: the suite's fields, or one sweep's (its folder, seconds)."""
+    data = read(suite_dir)
+    (data["sweeps"][sweep] if sweep else data).update(fields)
+    write_json(Path(suite_dir) / SUITE_FILE, data)
+
+
+def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
+    """Each finished sweep's long table (and its side tables such as ``resolution_similarity``),
+    without the override columns that are the same in every row (the suite's sizes)."""
+    from posenc.sweep import long_table
+
+    tables = {}
+    for name, sweep in read(suite_dir)["sweeps"].items():
+        if not sweep.get("dir"):
+            continue
+        folder = Path(suite_dir) / sweep["dir"]
+        main = long_table(folder)
+        constant = [c for c in main.columns if "=" not in c and c not in ("pe", "seed", "task", "status")
+                    and c in _override_keys(sweep["overrides"]) and main[c].nunique(dropna=False) <= 1]
+        tables[name] = main.drop(columns=constant + ["job"])
+        for side in SIDE_TABLES:
+            if any(folder.glob(f"*/runs/*/{side}.csv")):  # jobs without it get a row without scores
+                extra = long_table(folder, side).dropna()
+                tables[f"{name}_{side}"] = extra.drop(columns=[c for c in constant if c in extra] + ["job"])
+    return tables
+
+
+def _override_keys(overrides: Sequence[str]) -> set[str]:
+    return {o.lstrip("+~").split("=", 1)[0] for o in overrides}

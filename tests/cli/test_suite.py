@@ -1,0 +1,137 @@
+"""`posenc suite`: which runs and seeds it plans, an end-to-end tiny suite that writes REPORT.md
+through `posenc sweep`, and the mistakes that stop it before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+
+runner = CliRunner()
+
+TINY_LM = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=64", "train.batch_size=4",
+           "train.warmup_steps=1", "train.log_every=1", "train.eval_every=1000", "train.checkpoint_every=1000",
+           "eval.max_windows=4", "eval.periodic_windows=2", "train.seq_len=16", "train.steps=3",
+           "extrapolation.lengths=[16,32]"]
+TINY_VIT = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32", "task.val_size=8",
+            "train.batch_size=4", "train.steps=2", "train.warmup_steps=1", "train.eval_every=1000",
+            "eval.periodic_windows=4"]
+TINY_ORDER = ("order.overrides=['train.steps=2','train.warmup_steps=1','model.d_model=16','model.n_layers=1',"
+              "'model.mlp_hidden=32','task.eval_size=16']")
+
+
+def tiny_suite(path: Path, seeds=(0, 1), extra: list[str] | None = None) -> Path:
+    suite = {
+        "description": "a tiny suite for the tests", "seeds": list(seeds), "launcher": "basic",
+        "sweeps": {
+            "extrapolation_text": {"description": "text", "overrides": [
+                "experiment=extrapolation", "task=text", "pe=alibi,rope", *TINY_LM, *(extra or [])]},
+            "extrapolation_passkey": {"description": "passkey", "overrides": [
+                "experiment=extrapolation", "task=passkey", "pe=nope,rope", *TINY_LM, "task.eval_size=8"]},
+            "resolution": {"description": "ViT", "overrides": [
+                "experiment=resolution", "pe=nope,learned", "resolution.resolutions=[16,32]",
+                "resolution.methods=[bicubic]", "resolution.finetune_steps=1", "resolution.eval_items=8", *TINY_VIT]},
+            "order": {"description": "order", "overrides": [
+                "experiment=order", "order.pes=[nope]", "order.models=[lm_tiny]", "order.permutations=2", TINY_ORDER]},
+            "check": {"description": "check", "overrides": ["experiment=check", "check.pes=[sinusoidal,rope,t5]"]},
+        },
+    }
+    path.write_text(json.dumps(suite))  # JSON is YAML
+    return path
+
+
+def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
+    result = runner.invoke(app, ["suite", "--quick", "--dry-run", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("| ") and "sweep" not in line]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    plan = pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
+    counts = plan.groupby("sweep").size().to_dict()
+    assert counts == {"extrapolation_text": 24, "extrapolation_passkey": 24, "resolution": 21, "order": 3, "check": 3}
+    for sweep, part in plan.groupby("sweep"):
+        assert sorted(part["seed"].astype(int).unique()) == [0, 1, 2], sweep
+    text = plan[plan.sweep == "extrapolation_text"]
+    assert sorted(text["pe"].unique()) == sorted("nope learned sinusoidal t5 alibi kerple fire rope".split())
+    assert all("task=text" in o and "experiment=extrapolation" in o for o in text["overrides"])
+    vit = plan[plan.sweep == "resolution"]
+    assert sorted(vit["pe"].unique()) == sorted("nope learned learned2d sincos2d rel2d rope2d_axial rope2d_mixed".split())
+    assert all("resolution.methods=[bilinear,bicubic,extrapolate]" in o for o in vit["overrides"])
+    assert "suite quick: 75 jobs in 5 sweeps, launcher joblib" in result.output
+    assert not (tmp_path / "suites").exists()  # a dry run writes nothing
+
+
+def test_seeds_and_only_pick_the_runs(tmp_path):
+    result = runner.invoke(app, ["suite", "--quick", "--dry-run", "--only", "check,order", "--seeds", "7",
+                                 "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "suite quick: 2 jobs in 2 sweeps" in result.output
+    assert "experiment=check seed=7" in result.output
+    assert "order.permutations=8" in result.output
+
+
+@pytest.mark.slow
+def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
+    suite = tiny_suite(tmp_path / "tiny.yaml")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["suite", "--suite", str(suite), "--results-dir", str(tmp_path / "res"),
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    (suite_dir,) = (tmp_path / "res" / "suites").iterdir()
+    meta = json.loads((suite_dir / "suite.json").read_text())
+    assert meta["suite"] == "tiny" and meta["seeds"] == [0, 1] and meta["seconds"] > 0
+    for name, sweep in meta["sweeps"].items():
+        runs = pd.read_csv(suite_dir / sweep["dir"] / "runs.csv")
+        assert runs["status"].tolist() == ["completed"] * len(runs), name
+        assert sweep["seconds"] > 0
+    text = (out / "REPORT.md").read_text()
+    for n in range(1, 13):
+        assert f"### C{n} — " in text
+    assert "Not measured" not in text
+    tables = {p.stem: pd.read_csv(p) for p in (out / "suite").glob("*.csv")}
+    assert set(tables) >= {"extrapolation_text", "extrapolation_passkey", "resolution", "resolution_similarity",
+                           "order", "check"}
+    ext = tables["extrapolation_text"]
+    assert sorted(ext.seed.unique()) == [0, 1]
+    assert set(zip(ext.pe, ext.scale)) == {("alibi", "none"), ("rope", "none"), ("rope", "pi"), ("rope", "ntk"),
+                                            ("rope", "yarn")}
+    assert ext[["16", "32"]].notna().all().all()
+    assert set(tables["resolution"].pe) == {"nope", "learned"} and set(tables["resolution_similarity"].pe) == {"learned"}
+    assert sorted(tables["check"].seed.unique()) == [0, 1]
+
+    # the report again from the finished folder: the same tables
+    again = tmp_path / "again"
+    result = runner.invoke(app, ["suite", "--report-from", str(suite_dir), "--out", str(again)])
+    assert result.exit_code == 0, result.output
+    pd.testing.assert_frame_equal(pd.read_csv(again / "suite" / "extrapolation_text.csv"), ext)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, or a path to a .yaml file"),
+    (["--quick", "--only", "nothere"], "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
+                                       "extrapolation_passkey, resolution, order, check"),
+    (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of ints"),
+    (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
+    (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
+    (["--report-from", "."], "error: '.' is not a suite directory (no suite.json)"),
+    (["--quick", "pe=nothere"], "error: suite sweep extrapolation_text: job seed=0: unknown pe 'nothere'; valid: alibi"),
+    (["--suite", "missing.yaml"], "error: suite file 'missing.yaml' does not exist"),
+])
+def test_mistakes_stop_before_any_work(tmp_path, args, message):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "keep.txt").write_text("untouched")
+    result = runner.invoke(app, ["suite", *args, "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert [p.name for p in (tmp_path / "results").iterdir()] == ["keep.txt"]
+
+
+def test_a_bad_override_in_a_suite_file_names_the_sweep(tmp_path):
+    suite = tiny_suite(tmp_path / "tiny.yaml", extra=["model.nothere=1"])
+    result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "suite sweep extrapolation_text:" in result.output and "nothere" in result.output

@@ -1,0 +1,185 @@
+"""The report generator on a small fixed set of tables: every claim has its section and its
+numbers, and the verdicts follow the intervals (the same tables with the effect reversed flip them)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from posenc.claims import CLAIMS, FINDINGS, Estimate, render, write_report
+
+SEEDS = (0, 1, 2)
+NOISE = (-0.01, 0.0, 0.01)  # per seed: a 95% interval of ±0.0248 around each mean
+
+
+def extrapolation_text(rope_rise: float = 1.0, alibi_rise: float = 0.0) -> pd.DataFrame:
+    rows = []
+    rises = {"nope": 0.5, "learned": math.nan, "sinusoidal": 0.8, "t5": 0.3, "alibi": alibi_rise, "kerple": 0.05,
+             "fire": 0.2, "rope": rope_rise}
+    for pe, r in rises.items():
+        scales = {"none": r}
+        if pe == "rope":
+            scales |= {"pi": 1.6, "ntk": 0.6, "yarn": 0.4}
+        for scale, rs in scales.items():
+            for seed, eps in zip(SEEDS, NOISE):
+                base = 3.0 + eps
+                values = {"64": base, "128": base + rs / 2, "256": base + rs}
+                if pe == "learned":
+                    values |= {"128": math.nan, "256": math.nan}
+                for metric, f in (("bpb", lambda v: v), ("ppl", lambda v: 2 ** v)):
+                    rows.append({"pe": pe, "seed": seed, "scale": scale, "finetune_steps": 0, "metric": metric,
+                                 **{k: f(v) for k, v in values.items()}, "status": "completed"})
+    return pd.DataFrame(rows)
+
+
+def extrapolation_passkey(best: str = "nope") -> pd.DataFrame:
+    rows = []
+    for pe in ("nope", "learned", "alibi", "rope"):
+        for scale in (["none", "pi", "ntk", "yarn"] if pe == "rope" else ["none"]):
+            for seed, eps in zip(SEEDS, NOISE):
+                far = 0.6 if pe == best else 0.2
+                rows.append({"pe": pe, "seed": seed, "scale": scale, "finetune_steps": 0, "metric": "accuracy",
+                             "32": 0.9 + eps, "512": far + eps, "status": "completed"})
+    return pd.DataFrame(rows)
+
+
+def resolution(nope_acc: float = 0.25) -> pd.DataFrame:
+    rows = []
+    plan = {"nope": ["none"], "learned": ["bilinear", "bicubic"], "learned2d": ["bilinear", "bicubic"],
+            "rel2d": ["clip"], "rope2d_mixed": ["interpolate", "extrapolate"]}
+    for pe, methods in plan.items():
+        for method in methods:
+            for ft in (0, 10):
+                for seed, eps in zip(SEEDS, NOISE):
+                    at32 = (nope_acc if pe == "nope" else 0.95) + eps
+                    drop = 0.3 if pe.startswith("learned") and not ft else 0.05
+                    if pe == "rope2d_mixed" and method == "extrapolate":
+                        drop = 0.0
+                    rows.append({"pe": pe, "seed": seed, "method": method, "finetune_steps": ft,
+                                 "16px": at32 - drop, "32px": at32, "64px": at32 - drop, "status": "completed"})
+    return pd.DataFrame(rows)
+
+
+def similarity() -> pd.DataFrame:
+    return pd.DataFrame([{"pe": pe, "seed": s, "rank_corr_init": 0.0 + e, "rank_corr_trained": 0.5 + e}
+                         for pe in ("learned", "learned2d") for s, e in zip(SEEDS, NOISE)])
+
+
+def order() -> pd.DataFrame:
+    rows = []
+    cells = [("lm_tiny", "bidirectional", "nope", 1e-7, 0.5), ("lm_tiny", "causal", "nope", 0.4, 1.0),
+             ("lm_tiny", "bidirectional", "rope", 5e-3, 1.0), ("vit_tiny", "bidirectional", "nope", 1e-7, 0.25)]
+    for model, attention, pe, residual, acc in cells:
+        for phase in ("init", "trained"):
+            for seed, eps in zip(SEEDS, NOISE):
+                rows.append({"model": model, "attention": attention, "pe": pe, "task": "order", "phase": phase,
+                             "equivariance_residual": residual, "invariant": residual <= 1e-5,
+                             "accuracy": (acc + eps) if phase == "trained" else 0.0, "chance": 0.5,
+                             "chance_95": 0.54, "above_chance": acc > 0.54, "seed": seed, "status": "completed"})
+    return pd.DataFrame(rows)
+
+
+def check() -> pd.DataFrame:
+    rows = [("C4", "PE(pos+Δ) = M_Δ·PE(pos)", "sinusoidal", 1e-9, "≤", 1e-6), ("C8", "bias depends on i − j", "t5", 0.0, "≤", 1e-6),
+            ("C9", "⟨R_m q, R_n k⟩ depends only on n − m", "rope", 1e-7, "≤", 1e-5),
+            ("C10", "long-term decay", "rope", 0.3, "≤", 0.5)]
+    return pd.DataFrame([{"claim": c, "check": k, "pe": pe, "measured": m, "criterion": cr, "tolerance": tol,
+                          "passed": True, "note": "", "seed": s, "status": "completed"}
+                         for c, k, pe, m, cr, tol in rows for s in SEEDS])
+
+
+def tables(**changes) -> dict[str, pd.DataFrame]:
+    out = {"extrapolation_text": extrapolation_text(), "extrapolation_passkey": extrapolation_passkey(),
+           "resolution": resolution(), "resolution_similarity": similarity(), "order": order(), "check": check()}
+    return out | changes
+
+
+META = {"suite": "quick", "description": "test", "seeds": [0, 1, 2], "launcher": "basic", "seconds": 600.0,
+        "machine": {"cpus": 2, "machine": "x86_64", "torch": "2.x", "python": "3.11"},
+        "sweeps": {"order": {"jobs": 3, "seconds": 60.0, "description": "order"}}}
+
+
+def section(text: str, key: str) -> str:
+    match = re.search(rf"^### {re.escape(key)} — .*?(?=^### |^## |\Z)", text, flags=re.M | re.S)
+    assert match, f"no section {key}"
+    return match.group(0)
+
+
+def test_every_claim_and_finding_has_a_section_with_numbers():
+    text = render(tables(), META)
+    for n in range(1, 13):
+        body = section(text, f"C{n}")
+        assert "Not measured" not in body, body
+        assert re.search(r"\d\.\d|\de-\d", body), f"C{n} has no number"
+    for key in ("ViT", "ALiBi", "PI", "YaRN", "RoPE-ViT", "NoPE"):
+        assert "**Agrees:**" in section(text, key)
+    assert "10.0 min on 2 CPU cores" in text
+    assert len(CLAIMS) == 12 and len(FINDINGS) == 6
+
+
+def test_intervals_are_student_t_over_seeds():
+    e = Estimate.of([3.0, 3.1, 3.2])
+    half = scipy_stats.t.ppf(0.975, 2) * np.std([3.0, 3.1, 3.2], ddof=1) / math.sqrt(3)
+    assert (e.mean, e.low, e.high) == pytest.approx((3.1, 3.1 - half, 3.1 + half))
+    assert str(e) == f"3.1 [{3.1 - half:.3g}, {3.1 + half:.3g}]"
+    assert str(Estimate.of([2.0])) == "2" and str(Estimate.of([])) == "—"
+
+
+def test_numbers_in_the_sections_are_the_tables_means():
+    text = render(tables(), META)
+    # C5: rope rises by exactly 1.0 in every seed (interval of zero width), sinusoidal by 0.8
+    assert "rope rises by 1 [1, 1] bits per byte from 64 to 256 (it does not generalize)" in section(text, "C5")
+    assert "sinusoidal rises by 0.8 [0.8, 0.8]" in section(text, "C5")
+    # C3: the learned table has no score past its length
+    assert "at 128, 256 it cannot be evaluated" in section(text, "C3")
+    # C6: the similarity gain of 0.5 in every seed
+    assert "gains 0.5 [0.5, 0.5]" in section(text, "C6")
+    # C1: residual 1e-07 is under the tolerance; bidirectional NoPE at chance
+    assert "moves by at most 1e-07" in section(text, "C1") and "equivariant, as claimed" in section(text, "C1")
+    assert "it cannot read order" in section(text, "C1")
+    # C11: the order at the longest length, best first
+    assert "at 256 bytes the order from best to worst is yarn < ntk < none < pi" in section(text, "C11")
+    assert "4 of 4 measurements pass" in section(text, "C10") or "3 of 3" in section(text, "C10")
+
+
+@pytest.mark.parametrize(("changes", "key", "agrees"), [
+    ({}, "ALiBi", True),
+    ({"extrapolation_text": extrapolation_text(rope_rise=0.0, alibi_rise=1.0)}, "ALiBi", False),
+    ({}, "ViT", True),
+    ({"resolution": resolution(nope_acc=0.95)}, "ViT", False),
+    ({}, "NoPE", True),
+    ({"extrapolation_passkey": extrapolation_passkey(best="rope")}, "NoPE", False),
+    ({}, "RoPE-ViT", True),
+    ({}, "PI", False),  # PI (1.6) is worse than no scaling (1.0) at 16x in the fixed table
+])
+def test_verdicts_follow_the_numbers(changes, key, agrees):
+    body = section(render(tables(**changes), META), key)
+    assert f"**Agrees:** {'yes' if agrees else 'no'}" in body
+
+
+def test_a_missing_sweep_is_reported_not_fatal():
+    text = render({"check": check()}, META)
+    assert "Not measured" in section(text, "C1") and "Not measured" in section(text, "C5")
+    assert "Not measured" not in section(text, "C4")
+
+
+def test_write_report_writes_the_report_tables_and_plots(tmp_path):
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "stale.csv").write_text("old")
+    report = write_report(tables(), META, tmp_path)
+    assert report == tmp_path / "REPORT.md"
+    files = {p.name for p in (tmp_path / "suite").iterdir()}
+    assert "stale.csv" not in files  # the folder is replaced whole
+    for name in ("extrapolation_text", "extrapolation_passkey", "resolution", "order"):
+        assert f"{name}.png" in files and f"{name}.csv" in files
+    assert {"check.csv", "resolution_similarity.csv", "suite.csv"} <= files
+    text = report.read_text()
+    for png in re.findall(r"\]\((suite/[^)]+\.png)\)", text):
+        assert (tmp_path / png).exists()
+    back = pd.read_csv(tmp_path / "suite" / "extrapolation_text.csv")
+    assert back["64"].tolist() == pytest.approx(tables()["extrapolation_text"]["64"].tolist())
