@@ -120,8 +120,10 @@ def with_scale(cfg: DictConfig, name: str, node: dict[str, Any]) -> DictConfig:
     return out
 
 
-def cells_of(cfg: DictConfig, scales: Sequence[str]) -> list[DictConfig]:
-    """One config per scale of ``scales`` (``all``: every option) that applies to ``cfg``'s scheme.
+def cells_of(cfg: DictConfig, scales: Sequence[str], factor: float | None = None) -> list[DictConfig]:
+    """One config per scale of ``scales`` (``all``: every option) that applies to ``cfg``'s scheme;
+    ``factor`` fixes ``scale.factor`` of those that have one (target length factor × L; null
+    scales to each evaluated length).
 
     What ``plan`` does for the command line, for a config that is already composed (a sweep job).
     """
@@ -136,6 +138,8 @@ def cells_of(cfg: DictConfig, scales: Sequence[str]) -> list[DictConfig]:
             and not ("all" in scales and getattr(_scale_class(options[s]), "requires", ()))]
     if not fits:
         raise ConfigError(f"no scale of extrapolation.scales ({', '.join(requested)}) applies to pe '{cfg.choices.pe}'")
+    if factor is not None:
+        options = {s: {**node, "factor": factor} if "factor" in node else node for s, node in options.items()}
     return [with_scale(cfg, s, options[s]) for s in fits]
 
 
@@ -337,6 +341,7 @@ class ExtrapolationConfig:
     """The ``extrapolation`` node of ``experiment=extrapolation`` (the arguments of ``run``)."""
 
     scales: list[str] = dataclasses.field(default_factory=lambda: ["none"])
+    factor: float | None = None
     lengths: list[int] | None = None
     finetune_steps: int = 0
     n_buckets: int = 16
@@ -349,7 +354,7 @@ def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     if node is None:
         raise ConfigError("no extrapolation settings: compose with experiment=extrapolation")
     settings = ExtrapolationConfig(**check_arguments(ExtrapolationConfig, to_container(node), "extrapolation"))
-    return run(cells_of(cfg, settings.scales), results_root=results_root, lengths=settings.lengths,
+    return run(cells_of(cfg, settings.scales, settings.factor), results_root=results_root, lengths=settings.lengths,
                finetune_steps=settings.finetune_steps, n_buckets=settings.n_buckets)
 
 

@@ -170,7 +170,8 @@ def record(suite_dir: Path, sweep: str | None = None, **fields: Any) -> None:
 
 def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
     """Each finished sweep's long table (and its side tables such as ``resolution_similarity``),
-    without the override columns that are the same in every row (the suite's sizes)."""
+    without the sizing overrides (``model.*``, ``train.*``, ``eval.*``, ``task.*``) that are the
+    same in every row."""
     from posenc.sweep import long_table
 
     tables = {}
@@ -179,8 +180,10 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
             continue
         folder = Path(suite_dir) / sweep["dir"]
         main = long_table(folder)
-        constant = [c for c in main.columns if "=" not in c and c not in ("pe", "seed", "task", "status")
-                    and c in _override_keys(sweep["overrides"]) and main[c].nunique(dropna=False) <= 1]
+        # the experiment's own settings (extrapolation.factor) stay: the report reads them
+        constant = [c for c in main.columns if c.split(".")[0] in ("model", "train", "eval", "task", "experiment")
+                    and c not in ("task", "status") and c in _override_keys(sweep["overrides"])
+                    and main[c].nunique(dropna=False) <= 1]
         tables[name] = main.drop(columns=constant + ["job"])
         for side in SIDE_TABLES:
             if any(folder.glob(f"*/runs/*/{side}.csv")):  # jobs without it get a row without scores

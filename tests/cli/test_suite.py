@@ -52,7 +52,8 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
     plan = pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
     counts = plan.groupby("sweep").size().to_dict()
-    assert counts == {"extrapolation_text": 24, "extrapolation_passkey": 24, "resolution": 21, "order": 3, "check": 3}
+    assert counts == {"extrapolation_text": 24, "extrapolation_target": 3, "extrapolation_passkey": 24,
+                      "resolution": 21, "order": 3, "check": 3}
     for sweep, part in plan.groupby("sweep"):
         assert sorted(part["seed"].astype(int).unique()) == [0, 1, 2], sweep
     text = plan[plan.sweep == "extrapolation_text"]
@@ -61,7 +62,9 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     vit = plan[plan.sweep == "resolution"]
     assert sorted(vit["pe"].unique()) == sorted("nope learned learned2d sincos2d rel2d rope2d_axial rope2d_mixed".split())
     assert all("resolution.methods=[bilinear,bicubic,extrapolate]" in o for o in vit["overrides"])
-    assert "suite quick: 75 jobs in 5 sweeps, launcher joblib" in result.output
+    assert "suite quick: 78 jobs in 6 sweeps, launcher joblib" in result.output
+    target = plan[plan.sweep == "extrapolation_target"]
+    assert all("extrapolation.factor=4" in o and "extrapolation.finetune_steps=25" in o for o in target["overrides"])
     assert not (tmp_path / "suites").exists()  # a dry run writes nothing
 
 
@@ -113,7 +116,7 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, or a path to a .yaml file"),
     (["--quick", "--only", "nothere"], "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
-                                       "extrapolation_passkey, resolution, order, check"),
+                                       "extrapolation_target, extrapolation_passkey, resolution, order, check"),
     (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of ints"),
     (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
     (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
