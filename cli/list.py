@@ -10,7 +10,7 @@ from cli.common import console, user_errors
 
 
 def list_(
-    group: Annotated[str | None, typer.Argument(help="One group (model, pe, task, train, eval, experiment).")] = None,
+    group: Annotated[str | None, typer.Argument(help="One group (model, pe, task, train, eval, scale, experiment) or suite.")] = None,
 ) -> None:
     """List every option of every config group with its description."""
     from rich.table import Table

@@ -472,9 +472,26 @@ def c12(tables: Tables) -> Section:
         s.lines = missing("resolution")
         return s
     s.lines = ["Both experiments side by side: the longest length / highest resolution, without fine-tune.", "",
-               md(pd.DataFrame(rows)), "",
-               "**Shows:** in both models, the methods that move the new positions into the trained coordinate range "
-               "are compared with the raw ones in the same row format; see C7 and C11 for what each gains."]
+               md(pd.DataFrame(rows)), ""]
+    shows = []
+    if r is not None and len(r):
+        far = pixels(r)[-1]
+        moved, raw = (estimate(select(r, pe="rope2d_mixed", method=m, finetune_steps=0), far)
+                      for m in ("interpolate", "extrapolate"))
+        if moved.n and raw.n:
+            shows.append(f"at {far} the ViT's RoPE-Mixed scores {moved} with its coordinates moved onto the trained "
+                         f"range against {raw} with raw ones ({'moving helps' if moved.mean > raw.mean else 'moving does not help'})")
+    if t is not None:
+        n = lengths(t)[-1]
+        raw = estimate(t, n, pe="rope", scale="none", metric="bpb")
+        moved = {sc: estimate(t, n, pe="rope", scale=sc, metric="bpb") for sc in ("pi", "ntk", "yarn")}
+        best = min((sc for sc in moved if moved[sc].n), key=lambda sc: moved[sc].mean, default=None)
+        if best and raw.n:
+            shows.append(f"at {n} bytes the LM's RoPE scores {moved[best]} bits per byte with {best} (the best "
+                         f"rescaling) against {raw} raw ({'moving helps' if moved[best].mean < raw.mean else 'moving does not help'})")
+    if shows:
+        s.lines.append("**Shows:** " + "; ".join(shows) + ". The same operation — map the new positions into the range "
+                       "the model was trained on — is what both columns vary; C7 and C11 give the full tables.")
     return s
 
 

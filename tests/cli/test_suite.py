@@ -138,3 +138,9 @@ def test_a_bad_override_in_a_suite_file_names_the_sweep(tmp_path):
     result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "suite sweep extrapolation_text:" in result.output and "nothere" in result.output
+
+
+def test_list_names_the_suites():
+    result = runner.invoke(app, ["list", "suite"])
+    assert result.exit_code == 0, result.output
+    assert "quick" in result.output and "full" in result.output and "20 min on 2 CPU cores" in result.output
