@@ -1,3 +1,4 @@
+import json
 import math
 
 import pandas as pd
@@ -70,3 +71,14 @@ def test_train_rows_pair_each_1d_scheme_with_nope():
     assert {"rope vs nope", "kerple vs nope", "fire vs nope"} <= cases and "rope2d_mixed vs nope" not in cases
     assert all(r["posenc"] > 0 and r["reference"] > 0 and r["ratio"] > 0 for r in rows)
     assert all(r["met"] == (r["ratio"] >= (1.0 if i == 0 else 0.9)) for i, r in enumerate(rows))
+
+
+def test_bench_train_on_the_cpu_clock(cli, tmp_path):
+    code, out, err = cli("bench", "--quick", "--only", "train", "--threads", "1", "--clock", "cpu", "--out", tmp_path)
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / "bench.csv")
+    assert list(table.columns) == ["benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"]
+    assert set(table["benchmark"]) == {"train throughput"} and (table["ratio"] > 0).all()
+    assert json.loads((tmp_path / "environment.json").read_text())["clock"] == "cpu"
+    code, _, err = cli("bench", "--clock", "gpu", "--out", tmp_path / "x")
+    assert code == 2 and "unknown clock 'gpu'; valid: wall, cpu" in err
