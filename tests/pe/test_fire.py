@@ -28,10 +28,13 @@ def test_bias_is_the_mlp_of_the_inputs():
     assert_close(bias, pe.mlp(x[..., None]).permute(2, 0, 1))
 
 
+BATCH_POSITIONS = torch.stack((torch.arange(12), torch.arange(12) * 2 + 5))  # (b, s): one row per sequence
+
+
 @pytest.mark.parametrize("q, k", [
     (torch.arange(30), torch.arange(30)),
     (torch.tensor([3, 7, 8, 20]), torch.arange(25)),  # a chunk of queries against more keys
-    (torch.stack((torch.arange(12), torch.arange(12) * 2 + 5)), torch.stack((torch.arange(12), torch.arange(12) * 2 + 5))),
+    (BATCH_POSITIONS, BATCH_POSITIONS),
 ])
 def test_below_the_threshold_the_per_distance_mlp_equals_the_formula_values_and_gradients(q, k):
     torch.manual_seed(0)
