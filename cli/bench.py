@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,8 @@ def bench(
     only: Annotated[str | None, typer.Option(help="Comma list of cases: train, rope, long, vit, cli (default: all).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes and short timings: checks the harness only.")] = False,
     threads: Annotated[int, typer.Option(help="torch threads for every measurement.")] = 2,
+    clock: Annotated[str, typer.Option(help="Clock of the training-throughput blocks: wall, or cpu (this process's "
+                                            "CPU time, for a machine shared with other jobs; use with --threads 1).")] = "wall",
     out: Annotated[Path, typer.Option(help="Folder for bench.csv, bench.md and environment.json.")] = Path("results/bench"),
 ) -> None:
     """Benchmark posenc against transformers (training step, RoPE) and its own baselines
@@ -34,14 +37,16 @@ def bench(
         raise fail(f"unknown benchmark '{','.join(unknown)}'; valid: {', '.join(CASES)}")
     if threads < 1:
         raise fail(f"--threads must be >= 1, got {threads}")
+    if clock not in ("wall", "cpu"):
+        raise fail(f"unknown clock '{clock}'; valid: wall, cpu")
     torch.set_num_threads(threads)
-    sizes = Sizes.quick() if quick else Sizes()
+    sizes = dataclasses.replace(Sizes.quick() if quick else Sizes(), cpu_clock=clock == "cpu")
     rows = [r for name in names for r in CASES[name](sizes, threads)]
     table = pd.DataFrame(rows)
     write_table(table, out, "bench")
-    write_json(out / "environment.json", {**environment(threads), "quick": quick})
+    write_json(out / "environment.json", {**environment(threads), "quick": quick, "clock": clock})
 
-    view = Table(title=f"posenc bench ({threads} threads, torch {torch.__version__})")
+    view = Table(title=f"posenc bench ({threads} threads, {clock} clock, torch {torch.__version__})")
     for column in ("benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"):
         view.add_column(column, justify="right" if column in ("posenc", "reference", "ratio") else "left")
     for r in rows:

@@ -19,13 +19,27 @@ from posenc.errors import ConfigError
 from posenc.pe.base import PositionScheme, relative_distance
 
 
+EPS = 1e-6  # added to the normaliser
+
+
+def fire_psi(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """ψ(x) = log(|c·x| + 1), elementwise."""
+    return torch.log1p((c * x).abs())
+
+
 def fire_inputs(q_positions: torch.Tensor, k_positions: torch.Tensor, c: torch.Tensor,
-                threshold: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+                threshold: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     """(…, s_q, s_k) MLP inputs ψ(|i − j|) / ψ(max(i, L)) with ψ(x) = log(|c·x| + 1)."""
     distance = relative_distance(q_positions, k_positions).abs().float()  # (…, s_q, s_k)
     normaliser = torch.maximum(q_positions.float(), threshold)[..., :, None]  # (…, s_q, 1)
-    psi = lambda x: torch.log1p((c * x).abs())  # noqa: E731
-    return psi(distance) / (psi(normaliser) + eps)
+    return fire_psi(distance, c) / (fire_psi(normaliser, c) + eps)
+
+
+def fire_distance_inputs(span: int, c: torch.Tensor, threshold: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """(span,) MLP inputs ψ(d) / ψ(L) of the distances d = 0..span-1: ``fire_inputs`` for queries
+    below the threshold L, where the normaliser is ψ(L) for every query."""
+    distance = torch.arange(span, device=threshold.device, dtype=threshold.dtype)
+    return fire_psi(distance, c) / (fire_psi(threshold, c) + eps)
 
 
 class FirePE(PositionScheme):
@@ -54,5 +68,15 @@ class FirePE(PositionScheme):
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         threshold = (self.threshold_multiplier * self.init_threshold).abs()
+        integer = not (q_positions.is_floating_point() or k_positions.is_floating_point())
+        if integer and q_positions.numel() and k_positions.numel() and bool(q_positions.max() < threshold):
+            # below L the bias depends on |i − j| alone: the MLP runs once per distance (s of them
+            # for 0..s-1), not once per (query, key) pair, and the pairs gather its rows
+            low = torch.minimum(q_positions.min(), k_positions.min())
+            span = int(torch.maximum(q_positions.max(), k_positions.max()) - low) + 1
+            x = fire_distance_inputs(span, self.c, threshold)  # (span,)
+            table = self.mlp(x[:, None]).T  # (n_h, span)
+            distance = relative_distance(q_positions, k_positions).abs()  # (…, s_q, s_k)
+            return table[:, distance].movedim(0, -3)  # (…, n_h, s_q, s_k)
         x = fire_inputs(q_positions, k_positions, self.c, threshold)  # (…, s_q, s_k)
         return self.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)

@@ -1,3 +1,4 @@
+import json
 import math
 
 import pandas as pd
@@ -48,3 +49,36 @@ def test_bench_command_writes_its_table(cli, tmp_path):
     code, _, err = cli("bench", "--only", "warp", "--out", tmp_path / "x")
     assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, vit, cli" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_interleaved_alternates_and_takes_the_median_of_per_round_ratios():
+    from benchmarks.suite import interleaved
+
+    calls = []
+    t_ours, t_ref, ratio = interleaved(lambda: calls.append("a"), lambda: calls.append("b"), threads=1, rounds=4,
+                                       block_time=0.0, warmup=1)
+    # warm-up a b, one calibration call each, then rounds a b | b a | a b | b a
+    assert "".join(calls) == "ab" + "ab" + "ab" + "ba" + "ab" + "ba"
+    assert t_ours > 0 and t_ref > 0 and ratio > 0
+
+
+def test_train_rows_pair_each_1d_scheme_with_nope():
+    from benchmarks.suite import train_throughput
+
+    rows = train_throughput(Sizes.quick(), threads=1)
+    assert rows[0]["case"] == "lm_tiny rope vs HF LlamaForCausalLM" and rows[0]["goal"] == ">= 1.0"
+    cases = {r["case"] for r in rows[1:]}
+    assert {"rope vs nope", "kerple vs nope", "fire vs nope"} <= cases and "rope2d_mixed vs nope" not in cases
+    assert all(r["posenc"] > 0 and r["reference"] > 0 and r["ratio"] > 0 for r in rows)
+    assert all(r["met"] == (r["ratio"] >= (1.0 if i == 0 else 0.9)) for i, r in enumerate(rows))
+
+
+def test_bench_train_on_the_cpu_clock(cli, tmp_path):
+    code, out, err = cli("bench", "--quick", "--only", "train", "--threads", "1", "--clock", "cpu", "--out", tmp_path)
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / "bench.csv")
+    assert list(table.columns) == ["benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"]
+    assert set(table["benchmark"]) == {"train throughput"} and (table["ratio"] > 0).all()
+    assert json.loads((tmp_path / "environment.json").read_text())["clock"] == "cpu"
+    code, _, err = cli("bench", "--clock", "gpu", "--out", tmp_path / "x")
+    assert code == 2 and "unknown clock 'gpu'; valid: wall, cpu" in err

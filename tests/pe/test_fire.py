@@ -28,6 +28,28 @@ def test_bias_is_the_mlp_of_the_inputs():
     assert_close(bias, pe.mlp(x[..., None]).permute(2, 0, 1))
 
 
+BATCH_POSITIONS = torch.stack((torch.arange(12), torch.arange(12) * 2 + 5))  # (b, s): one row per sequence
+
+
+@pytest.mark.parametrize("q, k", [
+    (torch.arange(30), torch.arange(30)),
+    (torch.tensor([3, 7, 8, 20]), torch.arange(25)),  # a chunk of queries against more keys
+    (BATCH_POSITIONS, BATCH_POSITIONS),
+])
+def test_below_the_threshold_the_per_distance_mlp_equals_the_formula_values_and_gradients(q, k):
+    torch.manual_seed(0)
+    pe = FirePE(n_heads=3, mlp_width=8, init_threshold=64.0)  # every query below L
+    bias = pe.bias(q, k)
+    x = fire_inputs(q, k, pe.c, (pe.threshold_multiplier * pe.init_threshold).abs())
+    formula = pe.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)
+    assert bias.shape == formula.shape
+    assert_close(bias, formula)
+    weights = torch.randn_like(bias)
+    params = list(pe.parameters())
+    assert_close(torch.autograd.grad((bias * weights).sum(), params),
+                 torch.autograd.grad((formula * weights).sum(), params))
+
+
 def test_past_the_threshold_the_bias_depends_on_the_query_position():
     torch.manual_seed(0)
     pe = FirePE(n_heads=2, init_threshold=8.0)

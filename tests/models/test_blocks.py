@@ -1,0 +1,29 @@
+"""The attention paths of ``posenc.models.blocks`` against SDPA itself."""
+
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from posenc.models.blocks import bias_attention
+
+
+def test_bias_attention_matches_sdpa_with_a_trained_mask_values_and_gradients():
+    torch.manual_seed(0)
+    b, n_h, s, h_d = 2, 3, 9, 8
+    q, k, v = (torch.randn(b, n_h, s, h_d, requires_grad=True) for _ in range(3))
+    for lead in ((), (b,)):  # one bias for the batch, or one per sequence
+        bias = torch.randn(*lead, n_h, s, s, requires_grad=True)
+        future = torch.ones(s, s, dtype=torch.bool).triu(1)
+        grads = []
+        for attend in (bias_attention, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)):
+            out = attend(q, k, v, bias.masked_fill(future, float("-inf")))  # (b, n_h, s, h_d)
+            grads.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v, bias))))
+        for ours, ref in zip(*grads):
+            assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_bias_attention_without_gradient_is_sdpa():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))
+    mask = torch.randn(2, 5, 5)
+    assert torch.equal(bias_attention(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
