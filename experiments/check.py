@@ -25,7 +25,7 @@ import torch
 from omegaconf import DictConfig
 
 from posenc import properties as props
-from posenc.config import check_arguments, compose, instantiate, list_options, to_container
+from posenc.config import compose, experiment_settings, instantiate, list_options
 from posenc.errors import ConfigError
 from posenc.pe.base import PositionScheme
 from posenc.results import RunDir, write_png, write_table
@@ -163,10 +163,7 @@ class CheckConfig:
 
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=check``): every check at the config's seed."""
-    node = cfg.get("check")
-    if node is None:
-        raise ConfigError("no check settings: compose with experiment=check")
-    settings = CheckConfig(**check_arguments(CheckConfig, to_container(node), "check"))
+    settings = experiment_settings(cfg, "check", CheckConfig)
     seed = int(cfg.seed)
     schemes, skipped = plan(settings.pes, settings.models, settings.overrides, seed)
     return run(schemes, skipped, results_root=results_root, seed=seed, config={"overrides": settings.overrides})

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.train import fit
 from posenc.build import Setup, build
-from posenc.config import check_arguments, compose, config_root, instantiate, list_options, to_container
+from posenc.config import compose, config_root, experiment_settings, instantiate, list_options
 from posenc.errors import ConfigError
 from posenc.evaluation import IGNORE_INDEX, evaluate
 from posenc.pe.base import PositionOutOfRange
@@ -350,10 +350,7 @@ class ExtrapolationConfig:
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale of
     ``extrapolation.scales`` that applies to it, trained once."""
-    node = cfg.get("extrapolation")
-    if node is None:
-        raise ConfigError("no extrapolation settings: compose with experiment=extrapolation")
-    settings = ExtrapolationConfig(**check_arguments(ExtrapolationConfig, to_container(node), "extrapolation"))
+    settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
     return run(cells_of(cfg, settings.scales, settings.factor), results_root=results_root, lengths=settings.lengths,
                finetune_steps=settings.finetune_steps, n_buckets=settings.n_buckets)
 

@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig
 
 from posenc.build import Setup, build
-from posenc.config import check_arguments, compose, list_options, to_container
+from posenc.config import compose, experiment_settings, list_options
 from posenc.errors import ConfigError
 from posenc.evaluation import IGNORE_INDEX, evaluate
 from posenc.permutation import permutation_test
@@ -265,10 +265,7 @@ class OrderConfig:
 
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=order``): every planned cell at the config's seed."""
-    node = cfg.get("order")
-    if node is None:
-        raise ConfigError("no order settings: compose with experiment=order")
-    settings = OrderConfig(**check_arguments(OrderConfig, to_container(node), "order"))
+    settings = experiment_settings(cfg, "order", OrderConfig)
     cells, skipped = plan(settings.models, settings.pes, settings.tasks, [*settings.overrides, f"seed={cfg.seed}"])
     return run(cells, skipped, permutations=settings.permutations, results_root=results_root)
 

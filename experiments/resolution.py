@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from safetensors.torch import save
 
 from posenc.build import Setup, build
-from posenc.config import check_arguments, to_container
+from posenc.config import experiment_settings
 from posenc.errors import ConfigError
 from posenc.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
@@ -86,10 +86,7 @@ def methods_for(valid: tuple[str, ...], requested: list[str]) -> list[str]:
 
 
 def _settings(cfg: DictConfig) -> ResolutionConfig:
-    node = cfg.get("resolution")
-    if node is None:
-        raise ConfigError("no resolution settings: compose with experiment=resolution")
-    return ResolutionConfig(**check_arguments(ResolutionConfig, to_container(node), "resolution"))
+    return experiment_settings(cfg, "resolution", ResolutionConfig)
 
 
 def _check(setup: Setup, settings: ResolutionConfig) -> list[str]:

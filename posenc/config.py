@@ -184,6 +184,15 @@ def instantiate(node: Any, path: str, **extra: Any) -> Any:
     return fn(**kwargs)
 
 
+def experiment_settings(cfg: DictConfig, key: str, cls: type) -> Any:
+    """The ``key`` node that ``experiment=key`` adds (``resolution:``, ``order:``) as the
+    dataclass ``cls``, every value checked against its type hints."""
+    node = cfg.get(key)
+    if node is None:
+        raise ConfigError(f"no {key} settings: compose with experiment={key}")
+    return cls(**check_arguments(cls, to_container(node), key))
+
+
 def check_arguments(fn: Any, values: dict[str, Any], path: str) -> dict[str, Any]:
     """Check ``values`` against ``fn``'s signature and type hints; return them coerced."""
     sig = inspect.signature(fn)
