@@ -44,7 +44,7 @@ def suite(
         root = results_root(results_dir)
         target = out or root
         if report_from is not None:
-            from posenc.claims import write_report
+            from posenc.reference_report import write_report
 
             if dry_run or only or seeds or overrides:
                 raise UserError("--report-from writes the report of a finished suite; it takes no other run option")
@@ -87,7 +87,7 @@ def suite(
         record(suite_dir, p.spec.name, seconds=time.perf_counter() - t0, launcher_exit=code)
         console.print(f"{p.spec.name}: done in {time.perf_counter() - t0:.0f} s", highlight=False)
     record(suite_dir, seconds=time.perf_counter() - started, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    from posenc.claims import write_report
+    from posenc.reference_report import write_report
 
     with user_errors():
         report = write_report(collect(suite_dir), read(suite_dir), target)

@@ -9,7 +9,7 @@ added. Running it makes one folder::
         sweeps/<…>/      one ``posenc sweep`` folder per sweep (jobs, runs.md, stats.md)
 
 ``collect`` gathers every sweep's rows into one long table per sweep (one row per table row of
-every job, with its seed), which ``posenc.claims`` turns into results/REPORT.md.
+every job, with its seed), which ``posenc.reference_report`` turns into results/REPORT.md.
 """
 
 from __future__ import annotations

@@ -78,3 +78,32 @@ def test_buckets_average_scored_positions_only():
     assert buckets(loss_sum, count, 3) == [(0, 2, 2.0), (2, 4, 4.0), (4, 6, 2.0)]
     out = buckets(torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 8)
     assert len(out) == 4 and all(v != v for _, _, v in out)  # nothing scored: NaN
+
+
+# --- the sweep job (experiment=extrapolation): one scheme, every scale that applies --------------
+
+def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
+    from experiments.extrapolation import cells_of as job_cells
+    from posenc.config import compose
+
+    rope = compose(["experiment=extrapolation", "pe=rope", *TINY[1:]])
+    cfgs = job_cells(rope, ["none", "pi", "ntk", "yarn"])
+    assert cells_of(cfgs) == [("rope", "none"), ("rope", "pi"), ("rope", "ntk"), ("rope", "yarn")]
+    assert cfgs[1].scale.factor is None and cfgs[1].scale.original_length == 16  # the interpolation resolves
+    fixed = job_cells(rope, ["pi", "yarn"], factor=4.0)
+    assert [c.scale.factor for c in fixed] == [4.0, 4.0] and rope.scale._target_.endswith("NoScale")
+    assert cells_of(job_cells(compose(["experiment=extrapolation", "pe=alibi", *TINY[1:]]), ["none", "pi"])) == [
+        ("alibi", "none")]
+    assert [s for _, s in cells_of(job_cells(rope, ["all"]))] == ["none", "dynamic", "llama3", "ntk", "pi", "yarn"]
+
+
+@pytest.mark.parametrize("pe,scales,message", [
+    ("nope", ["pi", "yarn"], "no scale of extrapolation.scales (pi, yarn) applies to pe 'nope'"),
+    ("rope", ["bogus"], "unknown scale 'bogus' in extrapolation.scales; valid: all, none, clamp"),
+])
+def test_the_job_names_a_scale_list_that_cannot_run(pe, scales, message):
+    from experiments.extrapolation import cells_of as job_cells
+    from posenc.config import compose
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        job_cells(compose(["experiment=extrapolation", f"pe={pe}", *TINY[1:]]), scales)

@@ -1,4 +1,4 @@
-"""The report generator on a small fixed set of tables: every claim has its section and its
+"""The report generator (claims, findings, REPORT.md) on a small fixed set of tables: every claim has its section and its
 numbers, and the verdicts follow the intervals (the same tables with the effect reversed flip them)."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from posenc.claims import CLAIMS, FINDINGS, Estimate, render, write_report
+from posenc.claims import CLAIMS, Estimate
+from posenc.findings import FINDINGS
+from posenc.reference_report import render, write_report
 
 SEEDS = (0, 1, 2)
 NOISE = (-0.01, 0.0, 0.01)  # per seed: a 95% interval of ±0.0248 around each mean
