@@ -123,11 +123,11 @@ def pi(tables: Tables) -> Section:
         steps = int(tt["finetune_steps"].max())
         within, _ = _spans(tt, factor)
         if steps and within:
-            at_l = estimate(tt, lengths(tt)[0], scale="pi", finetune_steps=0, metric="bpb")
+            at_l = estimate(t, lengths(t)[0], pe="rope", scale="none", metric="bpb")
             raw, tuned = (_span_estimate(tt, within, scale="pi", finetune_steps=ft) for ft in (0, steps))
             s.lines.append(f"With a fixed factor {factor} and {steps} fine-tune steps at each length, PI over "
-                           f"{within[0]}–{within[-1]} bytes: {raw} before, {tuned} after fine-tuning (at the training "
-                           f"length: {at_l}).")
+                           f"{within[0]}–{within[-1]} bytes: {raw} before, {tuned} after fine-tuning (the unscaled "
+                           f"model at its training length: {at_l}).")
     recovers = tuned is not None and raw.mean > tuned.mean
     s.lines.append(f"**Agrees:** {'yes' if better else 'no'} on the untuned comparison — PI is "
                    f"{'better' if better else 'not better'} than raw extrapolation at {multiple(t)}"
