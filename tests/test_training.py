@@ -89,8 +89,17 @@ def logged_losses(run):
     return [(r["step"], r["train_loss"], r["grad_norm"]) for r in run.read_records()]
 
 
+@pytest.fixture
+def interruptible():
+    """SIGINT handled by Python's default handler even when the tests run under nohup, which
+    starts the process with SIGINT ignored (and the loop rightly leaves an ignored signal alone)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_stop_signal_ends_the_step_saves_it_and_resume_matches_an_uninterrupted_run(tmp_path, signum):
+def test_a_stop_signal_ends_the_step_saves_it_and_resume_matches_an_uninterrupted_run(tmp_path, signum, interruptible):
     setup, reference = start(tmp_path, "reference")
     train(setup.model, batches_of(setup), setup.train, seed=0, run=reference)
 

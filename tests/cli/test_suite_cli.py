@@ -31,6 +31,9 @@ def tiny_suite(path: Path, seeds=(0, 1), extra: list[str] | None = None) -> Path
         "sweeps": {
             "extrapolation_text": {"description": "text", "overrides": [
                 "experiment=extrapolation", "task=text", "pe=alibi,rope", *TINY_LM, *(extra or [])]},
+            "extrapolation_target": {"description": "fixed factor", "overrides": [
+                "experiment=extrapolation", "task=text", "pe=rope", "extrapolation.scales=[pi,ntk,yarn]",
+                "extrapolation.factor=2", "extrapolation.finetune_steps=1", *TINY_LM, "extrapolation.lengths=[16,32,64]"]},
             "extrapolation_passkey": {"description": "passkey", "overrides": [
                 "experiment=extrapolation", "task=passkey", "pe=nope,rope", *TINY_LM, "task.eval_size=8"]},
             "resolution": {"description": "ViT", "overrides": [
@@ -96,8 +99,11 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
         assert f"### C{n} — " in text
     assert "Not measured" not in text
     tables = {p.stem: pd.read_csv(p) for p in (out / "suite").glob("*.csv")}
-    assert set(tables) >= {"extrapolation_text", "extrapolation_passkey", "resolution", "resolution_similarity",
-                           "order", "check"}
+    assert set(tables) >= {"extrapolation_text", "extrapolation_target", "extrapolation_passkey", "resolution",
+                           "resolution_similarity", "order", "check"}
+    target = tables["extrapolation_target"]
+    assert set(target.scale) == {"pi", "ntk", "yarn"} and set(target.finetune_steps) == {0, 1}
+    assert set(target["extrapolation.factor"]) == {2.0}
     ext = tables["extrapolation_text"]
     assert sorted(ext.seed.unique()) == [0, 1]
     assert set(zip(ext.pe, ext.scale)) == {("alibi", "none"), ("rope", "none"), ("rope", "pi"), ("rope", "ntk"),
