@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.common import Overrides, ResultsDir, console, fail, user_errors
+from cli.resolution import split_list
 
 
 def suite(
@@ -46,7 +47,7 @@ def suite(
         if report_from is not None:
             from posenc.reference_report import write_report
 
-            if dry_run or only or seeds or overrides:
+            if quick or name or launcher or dry_run or only or seeds or overrides:
                 raise UserError("--report-from writes the report of a finished suite; it takes no other run option")
             report = write_report(collect(report_from), read(report_from), target)
             console.print(f"report: {report}", highlight=False, soft_wrap=True)
@@ -54,8 +55,6 @@ def suite(
         if quick and name:
             raise UserError("give --quick or --suite, not both")
         the_suite = load(name or ("quick" if quick else "full"))
-        from cli.resolution import split_list
-
         seed_list = split_list(seeds, "--seeds", int) if seeds is not None else None
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         chosen = launcher or the_suite.launcher

@@ -161,12 +161,17 @@ class CheckConfig:
     overrides: list[str] = field(default_factory=list)
 
 
+def check_job(cfg: DictConfig) -> tuple[CheckConfig, list[Scheme], list[dict[str, str]]]:
+    """The settings and the built schemes of a sweep job (``posenc sweep`` calls this first)."""
+    settings = experiment_settings(cfg, "check", CheckConfig)
+    schemes, skipped = plan(settings.pes, settings.models, settings.overrides, int(cfg.seed))
+    return settings, schemes, skipped
+
+
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=check``): every check at the config's seed."""
-    settings = experiment_settings(cfg, "check", CheckConfig)
-    seed = int(cfg.seed)
-    schemes, skipped = plan(settings.pes, settings.models, settings.overrides, seed)
-    return run(schemes, skipped, results_root=results_root, seed=seed, config={"overrides": settings.overrides})
+    settings, schemes, skipped = check_job(cfg)
+    return run(schemes, skipped, results_root=results_root, seed=int(cfg.seed), config={"overrides": settings.overrides})
 
 
 def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:

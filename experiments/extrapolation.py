@@ -347,11 +347,20 @@ class ExtrapolationConfig:
     n_buckets: int = 16
 
 
+def check_job(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
+    """The settings and cells of a sweep job, every cell built and every length checked
+    (``posenc sweep`` calls this for every job before any starts)."""
+    settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
+    cfgs = cells_of(cfg, settings.scales, settings.factor)
+    prepare(cfgs, settings.lengths, settings.finetune_steps)
+    return settings, cfgs
+
+
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale of
     ``extrapolation.scales`` that applies to it, trained once."""
-    settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
-    return run(cells_of(cfg, settings.scales, settings.factor), results_root=results_root, lengths=settings.lengths,
+    settings, cfgs = check_job(cfg)
+    return run(cfgs, results_root=results_root, lengths=settings.lengths,
                finetune_steps=settings.finetune_steps, n_buckets=settings.n_buckets)
 
 

@@ -263,10 +263,18 @@ class OrderConfig:
     overrides: list[str] = field(default_factory=list)
 
 
+def check_job(cfg: DictConfig) -> tuple[OrderConfig, list[Cell], list[dict[str, str]]]:
+    """The settings and the built cells of a sweep job (``posenc sweep`` calls this first)."""
+    settings = experiment_settings(cfg, "order", OrderConfig)
+    if settings.permutations < 1:
+        raise ConfigError(f"order.permutations must be >= 1, got {settings.permutations}")
+    cells, skipped = plan(settings.models, settings.pes, settings.tasks, [*settings.overrides, f"seed={cfg.seed}"])
+    return settings, cells, skipped
+
+
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=order``): every planned cell at the config's seed."""
-    settings = experiment_settings(cfg, "order", OrderConfig)
-    cells, skipped = plan(settings.models, settings.pes, settings.tasks, [*settings.overrides, f"seed={cfg.seed}"])
+    settings, cells, skipped = check_job(cfg)
     return run(cells, skipped, permutations=settings.permutations, results_root=results_root)
 
 

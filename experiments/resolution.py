@@ -192,6 +192,12 @@ def run(
     return table, run_dir
 
 
+def check_job(cfg: DictConfig) -> list[str]:
+    """The methods a sweep job will evaluate, its settings and scheme checked (``posenc sweep``
+    calls this first)."""
+    return _check(build(cfg), _settings(cfg))
+
+
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=resolution``): the config's one scheme."""
     return run([cfg], results_root=results_root)

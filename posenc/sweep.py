@@ -12,7 +12,8 @@ A sweep folder (``posenc sweep`` makes it, Hydra's launcher fills it)::
 
 Each job calls the protocol its config names (``protocol: experiments.train.run``; an
 ``experiment/*.yaml`` sets its own), a function ``fn(cfg, *, results_root, resume=None)``
-returning ``(table, run_dir)``. Because a job's results root is its own folder, a job that a
+returning ``(table, run_dir)``; a ``check_fn(cfg)`` beside it in its module checks a job's own
+settings before any job starts. Because a job's results root is its own folder, a job that a
 scheduler preempts and submitit requeues finds its run there and resumes it.
 """
 
@@ -100,7 +101,8 @@ def expand(overrides: Sequence[str]) -> list[list[str]]:
 
 
 def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
-    """Compose and build every job's config now, so a mistake stops the sweep before any job."""
+    """Compose and build every job's config now (``check_<protocol>`` where the protocol's module
+    has one), so a mistake stops the sweep before any job."""
     from posenc.build import build
     from posenc.config import compose
 
@@ -108,8 +110,11 @@ def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     for job in jobs:
         try:
             cfg = compose(job)
-            protocol(cfg)
-            build(cfg)
+            fn = protocol(cfg)
+            # the protocol's own check builds what the job will build (experiment=extrapolation's
+            # cells, one per scale); without one, the job builds the config as it is
+            check = getattr(importlib.import_module(fn.__module__), f"check_{fn.__name__}", build)
+            check(cfg)
         except ConfigError as e:
             where = " ".join(job[i] for i in swept)
             raise ConfigError(f"job {where}: {e}" if where else str(e)) from None

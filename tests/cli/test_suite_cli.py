@@ -127,6 +127,8 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
     (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
     (["--report-from", "."], "error: '.' is not a suite directory (no suite.json)"),
+    (["--report-from", ".", "--quick"], "error: --report-from writes the report of a finished suite; it takes no "
+                                        "other run option"),
     (["--quick", "pe=nothere"], "error: suite sweep extrapolation_text: job seed=0: unknown pe 'nothere'; valid: alibi"),
     (["--suite", "missing.yaml"], "error: suite file 'missing.yaml' does not exist"),
 ])

@@ -155,6 +155,23 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, messag
     assert not tmp_path.joinpath("sweeps").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["experiment=extrapolation", "pe=rope,nope", "extrapolation.scales=[pi]"],
+     "error: job pe=nope: no scale of extrapolation.scales (pi) applies to pe 'nope'"),
+    (["experiment=extrapolation", "extrapolation.lengths=[0]"], "error: evaluation length must be >= 1, got 0"),
+    (["experiment=resolution", "pe=learned", "resolution.methods=[foo]"],
+     "error: unknown interpolation method 'foo'; valid: nearest, bilinear, bicubic, area, clip, extrapolate, "
+     "interpolate, none"),
+    (["experiment=order", "order.permutations=0"], "error: order.permutations must be >= 1, got 0"),
+    (["experiment=check", "check.pes=[nothere]"], f"error: unknown pe 'nothere'; valid: {', '.join(list_options('pe'))}"),
+])
+def test_a_protocol_checks_its_own_settings_before_any_job(tmp_path, args, message):
+    result = CliRunner().invoke(app, ["sweep", *args, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [message]
+    assert not tmp_path.joinpath("sweeps").exists()
+
+
 def test_submitit_slurm_without_slurm_submits_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
     result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "--launcher", "submitit_slurm",
