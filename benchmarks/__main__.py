@@ -1,3 +1,3 @@
-from cli.bench import main
+from posenc.cli.bench import main
 
 main()

@@ -73,8 +73,8 @@ def environment(threads: int) -> dict[str, str]:
 # --- training throughput -------------------------------------------------------------------
 
 def _lm(pe_name: str, extra: list[str] | None = None):
-    from posenc.build import build
-    from posenc.config import compose
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
 
     return build(compose([f"pe={pe_name}", *(extra or [])])).model
 
@@ -152,8 +152,8 @@ def train_throughput(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     then every 1D scheme of the config tree vs NoPE at the same shape, each pair interleaved
     (``interleaved``): posenc and reference columns are medians of each, ratio the median of the
     per-round ratios."""
-    from posenc.config import list_options
-    from posenc.errors import ConfigError
+    from posenc.engine.config import list_options
+    from posenc.core.errors import ConfigError
 
     torch.set_num_threads(threads)
     b, s = sizes.batch, sizes.seq_len
@@ -216,8 +216,8 @@ def rope_apply(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 _LONG_EVAL = """
 import json, sys, time, torch
 torch.set_num_threads({threads})
-from posenc.build import build
-from posenc.config import compose
+from posenc.engine.build import build
+from posenc.engine.config import compose
 name, length = {name!r}, {length}
 model = build(compose([f"pe={{name}}", f"train.seq_len={{length}}"])).model.eval()
 x = torch.randint(0, 256, (1, length))
@@ -249,8 +249,8 @@ def _long_eval_once(name: str, length: int, threads: int, repeats: int) -> dict[
 def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Forward pass of lm_tiny at long lengths (batch 1, fresh process each): time against NoPE
     (plain causal SDPA, no bias) and peak RSS against the 4 GiB bar."""
-    from posenc.config import list_options
-    from posenc.errors import ConfigError
+    from posenc.engine.config import list_options
+    from posenc.core.errors import ConfigError
 
     rows = []
     gib = 2**30
@@ -285,8 +285,8 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 # --- ViT forward ----------------------------------------------------------------------------
 
 def _vit(pe_name: str, resolution: int):
-    from posenc.build import build
-    from posenc.config import compose
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
 
     # train.seq_len sizes a learned table; 4096 rows cover a cls row and any grid benchmarked here
     return build(compose(["model=vit_tiny", f"pe={pe_name}", f"task.resolution={resolution}",
@@ -297,8 +297,8 @@ def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Forward pass of vit_tiny per 2D scheme against the learned absolute table (original ViT)
     at each resolution; then a learned table trained at the first resolution and resampled to the
     last one against a model built there: once resampled, the table costs nothing more."""
-    from posenc.config import list_options
-    from posenc.errors import ConfigError
+    from posenc.engine.config import list_options
+    from posenc.core.errors import ConfigError
 
     rows = []
     env = {"torch": torch}

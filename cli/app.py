@@ -6,17 +6,17 @@ import sys
 
 import typer
 
-from cli.bench import bench
-from cli.check import check
-from cli.compare import compare
-from cli.extrapolate import extrapolate
-from cli.list import list_
-from cli.order import order
-from cli.report import report
-from cli.resolution import resolution
-from cli.suite import suite
-from cli.sweep import sweep
-from cli.train import train
+from posenc.cli.bench import bench
+from posenc.cli.check import check
+from posenc.cli.compare import compare
+from posenc.cli.extrapolate import extrapolate
+from posenc.cli.list import list_
+from posenc.cli.order import order
+from posenc.cli.report import report
+from posenc.cli.resolution import resolution
+from posenc.cli.suite import suite
+from posenc.cli.sweep import sweep
+from posenc.cli.train import train
 
 try:  # recent Typer vendors click; older releases use click itself
     from typer._click import exceptions as click_exceptions

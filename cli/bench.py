@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import console, fail
+from posenc.cli.common import console, fail
 
 
 def bench(
@@ -28,8 +28,8 @@ def bench(
     import torch
     from rich.table import Table
 
-    from benchmarks.suite import CASES, Sizes, environment
-    from posenc.results import write_json, write_table
+    from posenc.benchmarks.suite import CASES, Sizes, environment
+    from posenc.core.io import write_json, write_table
 
     names = [n.strip() for n in (only or ",".join(CASES)).split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]

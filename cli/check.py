@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
-from cli.order import names
+from posenc.cli.common import Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
+from posenc.cli.order import names
 
 
 def check(
@@ -26,8 +26,8 @@ def check(
     Example: posenc check --pe rope,sinusoidal pe.base=500000
     """
     with user_errors():
-        from experiments.check import plan, run
-        from posenc.results import results_root
+        from posenc.experiments.check import plan, run
+        from posenc.engine.results import results_root
 
         schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), list(overrides or []), seed or 0)
         table, run_dir = run(schemes, skipped, results_root=results_root(results_dir), seed=seed or 0,

@@ -28,7 +28,9 @@ Overrides = Annotated[
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one line to stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -36,7 +38,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 def user_errors() -> Iterator[None]:
     """Turn a user mistake into one line and exit code 2, a diverged run into exit code 1, a
     stop signal (after its checkpoint) into exit code 128 + the signal number."""
-    from posenc.errors import Interrupted, TrainingDiverged, UserError
+    from posenc.core.errors import Interrupted, TrainingDiverged, UserError
 
     try:
         yield

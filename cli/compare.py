@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import console, user_errors
+from posenc.cli.common import console, user_errors
 
 
 def compare(
@@ -25,8 +25,8 @@ def compare(
     Example: posenc compare results/sweeps/20250101-120000-pe-seed --baseline pe=nope -o cmp.md
     """
     with user_errors():
-        from posenc.compare import differences, export, load, metric_columns, select
-        from posenc.errors import UserError
+        from posenc.reporting.compare import differences, export, load, metric_columns, select
+        from posenc.core.errors import UserError
 
         table, keys = load(inputs)
         available = metric_columns(table, keys)

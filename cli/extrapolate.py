@@ -6,20 +6,20 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 
 
 def _names(value: str | None, option: str) -> list[str]:
     names = [n.strip() for n in (value or "").split(",")]
     if not all(names):
-        from posenc.errors import ConfigError
+        from posenc.core.errors import ConfigError
 
         raise ConfigError(f"{option} '{value}' has an empty name; give a comma list like rope,nope")
     return names
 
 
 def _lengths(value: str | None) -> list[int] | None:
-    from posenc.errors import ConfigError
+    from posenc.core.errors import ConfigError
 
     if value is None:
         return None
@@ -75,8 +75,8 @@ def extrapolate(
     Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
     """
     with user_errors():
-        from experiments.extrapolation import plan, run
-        from posenc.results import results_root
+        from posenc.experiments.extrapolation import plan, run
+        from posenc.engine.results import results_root
 
         base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)
         cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import console, user_errors
+from posenc.cli.common import console, user_errors
 
 
 def list_(
@@ -15,7 +15,7 @@ def list_(
     """List every option of every config group with its description."""
     from rich.table import Table
 
-    from posenc.config import GROUPS, list_options
+    from posenc.engine.config import GROUPS, list_options
 
     with user_errors():
         groups = [group] if group else list(GROUPS)

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
-from cli.resolution import split_list
+from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.resolution import split_list
 
 
 def names(value: str | None, option: str) -> list[str] | None:
@@ -35,9 +35,9 @@ def order(
     Example: posenc order --pe nope,rope -k 16 model.n_layers=2
     """
     with user_errors():
-        from experiments.order import plan, run
-        from posenc.errors import ConfigError
-        from posenc.results import results_root
+        from posenc.experiments.order import plan, run
+        from posenc.core.errors import ConfigError
+        from posenc.engine.results import results_root
 
         if permutations < 1:
             raise ConfigError(f"--permutations must be >= 1, got {permutations}")

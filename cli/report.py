@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import ResultsDir, console, user_errors
+from posenc.cli.common import ResultsDir, console, user_errors
 
 
 def report(
@@ -22,8 +22,8 @@ def report(
     Example: posenc report results/sweeps/20250101-120000-pe-seed results/runs/20250101-130000-lm_tiny-rope-text-1a2b3c4d
     """
     with user_errors():
-        from posenc.report import write_report
-        from posenc.results import results_root
+        from posenc.reporting.report import write_report
+        from posenc.engine.results import results_root
 
         folder = out or results_root(results_dir) / "reports" / time.strftime("%Y%m%d-%H%M%S")
         path = write_report(inputs, folder)

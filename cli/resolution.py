@@ -6,14 +6,14 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 
 VIT_SCHEMES = "nope,learned,learned2d,sincos2d,rel2d,alibi2d,rope2d_axial,rope2d_mixed"
 
 
 def split_list(value: str, what: str, cast: type = str) -> list:
     """``a,b,c`` -> [a, b, c]; an empty item or a bad number is a user mistake."""
-    from posenc.errors import UserError
+    from posenc.core.errors import UserError
 
     items = [v.strip() for v in value.split(",")]
     if not all(items):
@@ -48,9 +48,9 @@ def resolution(
     Example: posenc resolution --pe learned --interp bicubic --res 24,32,48,64
     """
     with user_errors():
-        from experiments.resolution import run
-        from posenc.config import compose
-        from posenc.results import results_root
+        from posenc.experiments.resolution import run
+        from posenc.engine.config import compose
+        from posenc.engine.results import results_root
 
         options = {"task": task, "train.steps": steps, "seed": seed,
                    "resolution.finetune_steps": finetune_steps, "resolution.antialias": antialias or None}

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Overrides, ResultsDir, console, fail, user_errors
-from cli.resolution import split_list
+from posenc.cli.common import Overrides, ResultsDir, console, fail, user_errors
+from posenc.cli.resolution import split_list
 
 
 def suite(
@@ -37,15 +37,15 @@ def suite(
     Example: posenc suite --quick          (posenc suite --launcher submitit_slurm hydra.launcher.partition=gpu)
     """
     with user_errors():
-        from posenc.errors import UserError
-        from posenc.results import results_root
-        from posenc.suite import collect, create, load, plan, plan_table, read, record
-        from posenc.sweep import check_launcher, split_overrides
+        from posenc.core.errors import UserError
+        from posenc.engine.results import results_root
+        from posenc.launch.suite import collect, create, load, plan, plan_table, read, record
+        from posenc.launch.sweep import check_launcher, split_overrides
 
         root = results_root(results_dir)
         target = out or root
         if report_from is not None:
-            from posenc.reference_report import write_report
+            from posenc.reporting.reference_report import write_report
 
             if quick or name or launcher or dry_run or only or seeds or overrides:
                 raise UserError("--report-from writes the report of a finished suite; it takes no other run option")
@@ -67,9 +67,9 @@ def suite(
     if dry_run:
         console.print(table.to_markdown(index=False), highlight=False, soft_wrap=True, markup=False)
         return
-    from cli.sweep import launch
-    from posenc.sweep import create as create_sweep
-    from posenc.sweep import write_tables
+    from posenc.cli.sweep import launch
+    from posenc.launch.sweep import create as create_sweep
+    from posenc.launch.sweep import write_tables
 
     with user_errors():
         suite_dir = create(root, the_suite, planned, chosen)
@@ -86,7 +86,7 @@ def suite(
         record(suite_dir, p.spec.name, seconds=time.perf_counter() - t0, launcher_exit=code)
         console.print(f"{p.spec.name}: done in {time.perf_counter() - t0:.0f} s", highlight=False)
     record(suite_dir, seconds=time.perf_counter() - started, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    from posenc.reference_report import write_report
+    from posenc.reporting.reference_report import write_report
 
     with user_errors():
         report = write_report(collect(suite_dir), read(suite_dir), target)

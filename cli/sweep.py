@@ -11,16 +11,16 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.common import Overrides, ResultsDir, console, fail, user_errors
+from posenc.cli.common import Overrides, ResultsDir, console, fail, user_errors
 
-# posenc.sweep.SCHEMA_WARNING, here too because a submitit job imports this module (not
-# posenc.sweep, which start-up would pay for) before Hydra loads the launcher config again
+# posenc.launch.sweep.SCHEMA_WARNING, here too because a submitit job imports this module (not
+# posenc.launch.sweep, which start-up would pay for) before Hydra loads the launcher config again
 warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema", category=UserWarning)
 
 
 def _job(cfg: Any) -> dict[str, Any]:
     """What every launcher runs, here or in a submitit job (pickled by reference)."""
-    from posenc.sweep import run_job
+    from posenc.launch.sweep import run_job
 
     return run_job(cfg)
 
@@ -38,9 +38,9 @@ def sweep(
     Example: posenc sweep experiment=smoke pe=rope,nope seed=0,1,2 --launcher joblib
     """
     with user_errors():
-        from posenc.errors import UserError
-        from posenc.results import results_root
-        from posenc.sweep import check_jobs, check_launcher, create, expand, split_overrides
+        from posenc.core.errors import UserError
+        from posenc.engine.results import results_root
+        from posenc.launch.sweep import check_jobs, check_launcher, create, expand, split_overrides
 
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         check_launcher(launcher, hydra_overrides)
@@ -63,9 +63,9 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     """Hand the sweep to Hydra's ``@hydra.main`` as if from its own command line."""
     import hydra
 
-    from posenc.sweep import quiet_schema_matching
+    from posenc.launch.sweep import quiet_schema_matching
 
-    entry = hydra.main(config_path="pkg://configs", config_name="config", version_base="1.3")(_job)
+    entry = hydra.main(config_path="pkg://posenc.configs", config_name="config", version_base="1.3")(_job)
     argv = [sys.argv[0], "--multirun", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
             *hydra_overrides, *job_overrides]
     saved, sys.argv = sys.argv, argv
@@ -86,7 +86,7 @@ def finish(sweep_dir: Path) -> None:
     """Write and print the runs and statistics tables; exit 1 when a job failed."""
     from rich.table import Table
 
-    from posenc.sweep import write_tables
+    from posenc.launch.sweep import write_tables
 
     runs, stats = write_tables(sweep_dir)
     table = Table(title=f"sweep {sweep_dir.name}", show_header=True)

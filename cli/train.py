@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, print_record, user_errors
+from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, print_record, user_errors
 
 
 def train(
@@ -30,9 +30,9 @@ def train(
     with user_errors():
         from omegaconf import OmegaConf
 
-        from experiments.train import run
-        from posenc.config import compose
-        from posenc.results import RunDir, results_root
+        from posenc.experiments.train import run
+        from posenc.engine.config import compose
+        from posenc.engine.results import RunDir, results_root
 
         given = overrides_from(
             {"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides)

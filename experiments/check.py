@@ -24,11 +24,12 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 
-from posenc import properties as props
-from posenc.config import compose, experiment_settings, instantiate, list_options
-from posenc.errors import ConfigError
+from posenc.analysis import properties as props
+from posenc.engine.config import compose, experiment_settings, instantiate, list_options
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
-from posenc.results import RunDir, write_png, write_table
+from posenc.core.io import save_figure, write_table
+from posenc.engine.results import RunDir
 
 SHIFT_DELTAS = [1, 3, 17, 100]
 COLUMNS = ["claim", "check", "pe", "measured", "criterion", "tolerance", "passed", "note"]
@@ -190,7 +191,7 @@ def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[
         fig = _FIGURES[kind](plt, items)
         fig.suptitle(f"{items[0][1].claim}: {_TITLES[kind]}", fontsize=10)
         fig.tight_layout()
-        write_png(fig, folder / f"{kind}.png")
+        save_figure(fig, folder / f"{kind}.png")
         written.append(f"{kind}.png")
     return written
 

@@ -4,7 +4,7 @@ One cell is a (position scheme, scale) pair, a composed config each. Cells that 
 model (same config but for the scale) share one training, cached under
 ``<root>/cache/<hash>/`` by the hash of the training config: train once, evaluate many times.
 At each evaluated length a copy of the trained model is rescaled (``posenc.pe.scaling``) and
-scored by ``posenc.evaluation.evaluate``; with ``finetune_steps`` a second copy is first
+scored by ``posenc.engine.evaluation.evaluate``; with ``finetune_steps`` a second copy is first
 fine-tuned at that length with the scaling applied (the PI / YaRN protocol).
 
 Text is scored in bits per byte and perplexity over non-overlapping validation windows, a
@@ -26,14 +26,15 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from experiments.train import fit
-from posenc.build import Setup, build
-from posenc.config import compose, config_root, experiment_settings, instantiate, list_options
-from posenc.errors import ConfigError
-from posenc.evaluation import IGNORE_INDEX, evaluate
+from posenc.experiments.train import fit
+from posenc.engine.build import Setup, build
+from posenc.engine.config import compose, config_root, experiment_settings, instantiate, list_options
+from posenc.core.errors import ConfigError
+from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.pe.base import PositionOutOfRange
-from posenc.results import RunDir, atomic_write_text, config_hash, write_table
-from posenc.training import load_weights, resolve_device, train
+from posenc.core.io import atomic_write_text, save_figure, write_table
+from posenc.engine.results import RunDir, config_hash
+from posenc.engine.training import load_weights, resolve_device, train
 
 MULTIPLES = (1, 2, 4, 8, 16)
 # called before each training or fine-tune with (label, steps); returns the step logger or None
@@ -381,9 +382,7 @@ def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len
         ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(folder / name, dpi=120)
-        plt.close(fig)
-        return folder / name
+        return save_figure(fig, folder / name)
 
     def label(pe: str, scale: str, ft: int) -> str:
         return f"{pe}/{scale}" + (f" +ft{ft}" if ft else "")
@@ -428,6 +427,4 @@ def plot_depth(depth: pd.DataFrame, folder: Path) -> Path:
         ax.set_xlabel("length")
     axes[0][0].set_ylabel("depth of the key")
     fig.colorbar(image, ax=axes[0].tolist(), label="accuracy")
-    fig.savefig(folder / "depth.png", dpi=120)
-    plt.close(fig)
-    return folder / "depth.png"
+    return save_figure(fig, folder / "depth.png")

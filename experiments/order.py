@@ -4,7 +4,7 @@ For every model option × position scheme that fit together (fit is decided by b
 ``ConfigError`` means they do not), and for a model with a ``causal`` key both with and without
 the causal mask:
 
-1. at initialization, the permutation test (``posenc.permutation``) on the validation inputs
+1. at initialization, the permutation test (``posenc.analysis.permutation``) on the validation inputs
    and the accuracy on an order task;
 2. after training on that task with the one training loop, the same two again.
 
@@ -28,13 +28,14 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 
-from posenc.build import Setup, build
-from posenc.config import compose, experiment_settings, list_options
-from posenc.errors import ConfigError
-from posenc.evaluation import IGNORE_INDEX, evaluate
-from posenc.permutation import permutation_test
-from posenc.results import RunDir, write_png, write_table
-from posenc.training import resolve_device, train
+from posenc.engine.build import Setup, build
+from posenc.engine.config import compose, experiment_settings, list_options
+from posenc.core.errors import ConfigError
+from posenc.engine.evaluation import IGNORE_INDEX, evaluate
+from posenc.analysis.permutation import permutation_test
+from posenc.core.io import save_figure, write_table
+from posenc.engine.results import RunDir
+from posenc.engine.training import resolve_device, train
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
 TRAIN_OPTION = "order"  # configs/train/order.yaml: short sequences, a few hundred steps
@@ -60,7 +61,7 @@ def _task_class(name: str) -> type | None:
     import yaml
     from hydra.utils import get_object
 
-    from posenc.config import config_root
+    from posenc.engine.config import config_root
 
     node = yaml.safe_load((config_root() / "task" / f"{name}.yaml").read_text()) or {}
     try:
@@ -306,4 +307,4 @@ def plot(table: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    write_png(fig, path)
+    save_figure(fig, path)

@@ -22,16 +22,17 @@ import torch
 from omegaconf import DictConfig
 from safetensors.torch import save
 
-from posenc.build import Setup, build
-from posenc.config import experiment_settings
-from posenc.errors import ConfigError
-from posenc.evaluation import evaluate
+from posenc.engine.build import Setup, build
+from posenc.engine.config import experiment_settings
+from posenc.core.errors import ConfigError
+from posenc.engine.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS, grid_methods
 from posenc.pe.resample import MODES
-from posenc.results import RunDir, atomic_write_bytes, write_table
-from posenc.similarity import cosine_similarity_matrix, grid_rank_correlation
-from posenc.training import resolve_device, train
+from posenc.core.io import atomic_write_bytes, save_figure, write_table
+from posenc.engine.results import RunDir
+from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
+from posenc.engine.training import resolve_device, train
 
 
 @dataclass
@@ -124,8 +125,7 @@ def plot_similarity(similarity: torch.Tensor, grid: tuple[int, int], title: str,
     ax.set_title(title, fontsize=9)
     ax.axis("off")
     fig.colorbar(im, ax=ax, fraction=0.046, label="cosine similarity")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, tight=True)
 
 
 def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path: Path) -> None:
@@ -149,8 +149,7 @@ def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path
         ax.set_xlabel("evaluation resolution (px)")
     axes[0][0].set_ylabel("accuracy")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, tight=True)
 
 
 def run(

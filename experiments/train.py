@@ -10,11 +10,12 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
-from posenc.build import Setup, build
-from posenc.errors import Interrupted, TrainingDiverged
-from posenc.evaluation import evaluate
-from posenc.results import RunDir, write_table
-from posenc.training import TrainResult, resolve_device, train
+from posenc.engine.build import Setup, build
+from posenc.core.errors import Interrupted, TrainingDiverged
+from posenc.engine.evaluation import evaluate
+from posenc.core.io import write_table
+from posenc.engine.results import RunDir
+from posenc.engine.training import TrainResult, resolve_device, train
 
 
 def run_name(choices: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ def _seed():
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run the posenc CLI in-process: returns (exit code, stdout, stderr)."""
-    from cli.app import main
+    from posenc.cli.app import main
 
     monkeypatch.setenv("COLUMNS", "200")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.rope import RoPE
 from posenc.pe.rope_scaling import proportional_frequencies

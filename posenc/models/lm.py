@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionScheme, default_positions, randomized_positions
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionOutOfRange, PositionScheme
 from posenc.pe.grid import check_patch_scheme, grid_methods, interpolated_positions, patch_positions
@@ -38,7 +38,7 @@ def check_image_size(size: int, patch_size: int, where: str = "task.resolution")
 class ViT(nn.Module):
     """Classifier over ``num_classes``; ``pool`` is ``cls`` (a prefix token) or ``mean`` (patches)."""
 
-    takes_patches = True  # read by posenc.build to reject 1D-only schemes with a hint
+    takes_patches = True  # read by posenc.engine.build to reject 1D-only schemes with a hint
 
     def __init__(
         self,

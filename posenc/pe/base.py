@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from posenc.errors import ConfigError, UserError
+from posenc.core.errors import ConfigError, UserError
 
 
 class PositionOutOfRange(UserError):

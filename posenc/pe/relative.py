@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme, relative_distance
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 
 Mode = Literal["nearest", "bilinear", "bicubic", "area"]
 MODES: tuple[str, ...] = ("nearest", "bilinear", "bicubic", "area")

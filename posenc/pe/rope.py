@@ -19,7 +19,7 @@ from typing import Literal
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
 
 Layout = Literal["half", "interleaved"]

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
 from posenc.pe.grid import COORDINATE_METHODS, split_prefix
 from posenc.pe.rope import apply_rope

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe import rope_scaling
 from posenc.pe.base import PositionScheme
 from posenc.pe.learned import LearnedPE

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
 from posenc.pe.grid import COORDINATE_METHODS
 

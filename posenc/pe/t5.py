@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme, relative_distance
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
 from posenc.pe.rope import Layout, apply_rope, rope_angles, rope_inv_freq
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.tasks.synthetic import SyntheticTask
 
 

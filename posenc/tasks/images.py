@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 
 Label = Literal["quadrant", "above", "left", "shape"]
 LABELS: dict[str, int] = {"quadrant": 4, "above": 2, "left": 2, "shape": 4}

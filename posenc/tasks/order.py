@@ -7,7 +7,7 @@ equally likely, so a model that cannot see order (bidirectional attention withou
 is at ``chance_accuracy`` = 1/2 at best; anything above it read the order.
 
 Same interface as ``posenc.tasks.text.TextTask``: an LM task whose targets are
-``IGNORE_INDEX`` wherever nothing is scored, so ``posenc.evaluation.evaluate`` reports the
+``IGNORE_INDEX`` wherever nothing is scored, so ``posenc.engine.evaluation.evaluate`` reports the
 answer accuracy.
 """
 
@@ -17,8 +17,8 @@ from typing import ClassVar
 
 import torch
 
-from posenc.errors import ConfigError
-from posenc.evaluation import IGNORE_INDEX
+from posenc.core.errors import ConfigError
+from posenc.tasks.base import IGNORE_INDEX
 
 
 class OrderTask:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.tasks.synthetic import SyntheticTask, lm_pairs
 
 

@@ -3,7 +3,7 @@ its answer only.
 
 A task draws whole token sequences (n, s+1) and a mask of the answer tokens; the LM inputs are
 the first s tokens and the targets the next tokens, with ``IGNORE_INDEX`` wherever the target is
-not an answer, so ``posenc.evaluation.evaluate`` reports answer accuracy. Validation windows come
+not an answer, so ``posenc.engine.evaluation.evaluate`` reports answer accuracy. Validation windows come
 from a generator seeded by the task's seed and the length: the same length always gives the same
 windows, whatever was trained before.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from posenc.errors import ConfigError
-from posenc.evaluation import IGNORE_INDEX
+from posenc.core.errors import ConfigError
+from posenc.tasks.base import IGNORE_INDEX
 
 
 def lm_pairs(tokens: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

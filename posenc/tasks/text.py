@@ -14,7 +14,7 @@ from typing import Literal
 
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 
 def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
     """The bytes of a corpus that ships with Python, in a fixed order."""

@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from posenc.errors import ConfigError, UserError
+from posenc.core.errors import ConfigError, UserError
 
 Dataset = Literal["cifar10", "mnist", "image_folder"]
 BY_HAND = {

@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import pytest
 
-from benchmarks.suite import Sizes, long_eval, rope_apply, row
+from posenc.benchmarks.suite import Sizes, long_eval, rope_apply, row
 
 
 def test_ratio_and_goal_direction():
@@ -30,7 +30,7 @@ def test_long_eval_runs_each_fitting_scheme_in_a_fresh_process():
 
 
 def test_vit_rows_cover_the_2d_schemes_and_resampling():
-    from benchmarks.suite import vit_forward
+    from posenc.benchmarks.suite import vit_forward
 
     rows = vit_forward(Sizes.quick(), threads=1)
     cases = [r["case"] for r in rows]
@@ -52,7 +52,7 @@ def test_bench_command_writes_its_table(cli, tmp_path):
 
 
 def test_interleaved_alternates_and_takes_the_median_of_per_round_ratios():
-    from benchmarks.suite import interleaved
+    from posenc.benchmarks.suite import interleaved
 
     calls = []
     t_ours, t_ref, ratio = interleaved(lambda: calls.append("a"), lambda: calls.append("b"), threads=1, rounds=4,
@@ -63,7 +63,7 @@ def test_interleaved_alternates_and_takes_the_median_of_per_round_ratios():
 
 
 def test_train_rows_pair_each_1d_scheme_with_nope():
-    from benchmarks.suite import train_throughput
+    from posenc.benchmarks.suite import train_throughput
 
     rows = train_throughput(Sizes.quick(), threads=1)
     assert rows[0]["case"] == "lm_tiny rope vs HF LlamaForCausalLM" and rows[0]["goal"] == ">= 1.0"

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
-from posenc import sweep
-from posenc.results import RunDir, write_table
+from posenc.cli.app import app
+from posenc.launch import sweep
+from posenc.core.io import write_table
+from posenc.engine.results import RunDir
 
 BASE = {"model": {"d_model": 32}, "pe": {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0},
-        "train": {"lr": 0.003, "steps": 20}, "seed": 0, "protocol": "experiments.train.run",
+        "train": {"lr": 0.003, "steps": 20}, "seed": 0, "protocol": "posenc.experiments.train.run",
         "choices": {"model": "lm_tiny", "pe": "rope", "task": "text"}}
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from posenc.cli.app import app
 
 runner = CliRunner()
 

@@ -16,9 +16,9 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from cli.app import app
-from posenc.config import compose, list_options
-from posenc.results import config_hash, flatten, RunDir
+from posenc.cli.app import app
+from posenc.engine.config import compose, list_options
+from posenc.engine.results import config_hash, flatten, RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["experiment=smoke", "train.steps=3", "train.log_every=1", "eval.max_windows=2", "eval.periodic_windows=2"]
@@ -43,7 +43,7 @@ def check_two_by_two(sweep_dir: Path) -> None:
         assert {"config.yaml", "metrics.jsonl", "summary.json", "table.csv", "checkpoint"} <= {p.name for p in run.iterdir()}
         # the same config (hence hash) as `posenc train` with these overrides
         expected = compose(sweep["jobs"][job])
-        from posenc.config import to_container
+        from posenc.engine.config import to_container
         assert RunDir(run).read_summary()["config_hash"] == config_hash(to_container(expected))
         assert pd.read_csv(run / "table.csv")["val_loss"].item() == row["val_loss"]
 
@@ -141,9 +141,9 @@ def _cmdline(proc: Path) -> str:
 @pytest.mark.parametrize("args, message", [
     (["--launcher", "sge"], "error: unknown launcher 'sge'; valid: basic, joblib, submitit_local, submitit_slurm"),
     (["pe=rope,foo"], f"error: job pe=foo: unknown pe 'foo'; valid: {', '.join(list_options('pe'))}"),
-    (["pe=rope", "protocol=experiments.nothere.run"],
-     "error: protocol: cannot import 'experiments.nothere.run'; "
-     "it names a function such as experiments.train.run"),
+    (["pe=rope", "protocol=posenc.experiments.nothere.run"],
+     "error: protocol: cannot import 'posenc.experiments.nothere.run'; "
+     "it names a function such as posenc.experiments.train.run"),
     (["train.lr=1e-3,abc"], "error: job train.lr=abc: train.lr: expected float, got 'abc'"),
     (["--launcher", "submitit_local", "hydra.launcher.partition=gpu"],
      "error: launcher submitit_local: Could not override 'hydra.launcher.partition'."),
@@ -152,6 +152,19 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, messag
     result = CliRunner().invoke(app, ["sweep", *TINY, *args, "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [message]
+    assert not tmp_path.joinpath("sweeps").exists()
+
+
+def test_a_launcher_whose_plugin_is_missing_names_the_extra(tmp_path, monkeypatch):
+    from posenc.launch import sweep
+
+    monkeypatch.setitem(sweep.PLUGIN_LAUNCHERS, "joblib", ("hydra_plugins.not_installed_here", "cluster"))
+    result = CliRunner().invoke(app, ["sweep", *TINY, "--launcher", "joblib", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: launcher 'joblib' needs the 'cluster' extra (not_installed_here is not installed): "
+        "pip install 'posenc[cluster]' (or -e \".[cluster]\" in a checkout)"]
+    assert "joblib" not in sweep.launchers()
     assert not tmp_path.joinpath("sweeps").exists()
 
 
@@ -217,7 +230,7 @@ def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="posenc.configs", version_base="1.3"):
         cfg = hydra_compose("config", return_hydra_config=True, overrides=[
             "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4",
             "hydra.launcher.array_parallelism=8"])

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from posenc.config import list_options
+from posenc.engine.config import list_options
 
 
 def valid(group):
@@ -73,6 +73,20 @@ def test_mistakes_exit_2_with_one_line_and_touch_nothing(cli, tmp_path, args, me
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert sorted(str(p) for p in results.rglob("*")) == before
     assert (results / "runs" / "old" / "table.csv").read_text() == "kept"
+
+
+@pytest.mark.parametrize("command", [["train"], ["extrapolate", "--pe", "rope"], ["order"], ["check"]])
+def test_results_dir_that_is_a_file_is_one_line_exit_2(cli, tmp_path, command):
+    results = tmp_path / "results.txt"
+    results.write_text("kept")
+    code, out, err = cli(*command, "--results-dir", results, "-q")
+    assert code == 2
+    assert err.strip().splitlines() == [f"error: --results-dir {results} is a file; give a folder"]
+    assert results.read_text() == "kept"
+    code, out, err = cli(*command, "--results-dir", results / "inside", "-q")
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"error: --results-dir {results / 'inside'} cannot be created: {results} is a file; give a folder"]
 
 
 def test_task_path_directory_and_empty_file(cli, tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from posenc.results import RunDir
+from posenc.engine.results import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 # 200 steps (long enough that a kill within a second of the first checkpoint lands mid-run, even on

@@ -5,10 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from experiments.train import run
-from posenc.build import build
-from posenc.config import compose, list_options
-from posenc.errors import ConfigError
+from posenc.experiments.train import run
+from posenc.engine.build import build
+from posenc.engine.config import compose, list_options
+from posenc.core.errors import ConfigError
 
 NEW = ["relative", "t5", "alibi", "kerple", "fire", "xpos"]
 # every 1D scheme that takes positions (the 2D image schemes have no randomized option)

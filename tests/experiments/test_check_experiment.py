@@ -1,8 +1,8 @@
 import pandas as pd
 import torch
 
-from experiments.check import Scheme, is_fixed_embedding, measurements, plan, run
-from posenc.config import list_options
+from posenc.experiments.check import Scheme, is_fixed_embedding, measurements, plan, run
+from posenc.engine.config import list_options
 from posenc.pe.rope import RoPE
 
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from experiments.extrapolation import buckets, plan, prepare
-from posenc.errors import ConfigError
+from posenc.experiments.extrapolation import buckets, plan, prepare
+from posenc.core.errors import ConfigError
 
 TINY = ["experiment=smoke", "train.steps=2", "train.seq_len=16"]
 
@@ -57,14 +57,14 @@ def test_plan_rejects(pes, scales, extra, message):
      "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, yarn"),
 ])
 def test_prepare_rejects(extra, lengths, message):
-    from posenc.config import compose
+    from posenc.engine.config import compose
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         prepare([compose(TINY + extra)], lengths, 0)
 
 
 def test_default_lengths_are_multiples_of_the_train_length():
-    from posenc.config import compose
+    from posenc.engine.config import compose
 
     _, lengths = prepare([compose(TINY)], None, 0)
     assert lengths == [16, 32, 64, 128, 256]
@@ -83,8 +83,8 @@ def test_buckets_average_scored_positions_only():
 # --- the sweep job (experiment=extrapolation): one scheme, every scale that applies --------------
 
 def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
-    from experiments.extrapolation import cells_of as job_cells
-    from posenc.config import compose
+    from posenc.experiments.extrapolation import cells_of as job_cells
+    from posenc.engine.config import compose
 
     rope = compose(["experiment=extrapolation", "pe=rope", *TINY[1:]])
     cfgs = job_cells(rope, ["none", "pi", "ntk", "yarn"])
@@ -102,8 +102,8 @@ def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
     ("rope", ["bogus"], "unknown scale 'bogus' in extrapolation.scales; valid: all, none, clamp"),
 ])
 def test_the_job_names_a_scale_list_that_cannot_run(pe, scales, message):
-    from experiments.extrapolation import cells_of as job_cells
-    from posenc.config import compose
+    from posenc.experiments.extrapolation import cells_of as job_cells
+    from posenc.engine.config import compose
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         job_cells(compose(["experiment=extrapolation", f"pe={pe}", *TINY[1:]]), scales)

@@ -1,5 +1,5 @@
-from experiments.order import order_tasks, plan
-from posenc.config import list_options
+from posenc.experiments.order import order_tasks, plan
+from posenc.engine.config import list_options
 
 
 def test_every_scheme_in_the_tree_is_planned_or_skipped_and_lm_runs_both_masks():
@@ -30,12 +30,12 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     """The ViT path: (b, C) logits, tokens from the last block minus the cls row, patches permuted."""
     import torch
 
-    from experiments.order import Cell, run
-    from posenc.build import Setup
-    from posenc.evaluation import EvalConfig
+    from posenc.experiments.order import Cell, run
+    from posenc.engine.build import Setup
+    from posenc.engine.evaluation import EvalConfig
     from posenc.pe.learned import LearnedPE
     from posenc.pe.nope import NoPE
-    from posenc.training import TrainConfig
+    from posenc.engine.training import TrainConfig
     from test_permutation import TinyViT
 
     class WhichHalf:
@@ -73,7 +73,7 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
 def test_the_vit_takes_the_first_order_task_it_fits_and_a_content_label_is_not_one():
     import pytest
 
-    from posenc.errors import ConfigError
+    from posenc.core.errors import ConfigError
 
     cells, _ = plan(models=["vit_tiny"], pes=["nope"])
     assert [(c.model, c.task, c.attention, c.setup.task.label) for c in cells] == [
@@ -85,7 +85,7 @@ def test_the_vit_takes_the_first_order_task_it_fits_and_a_content_label_is_not_o
 def test_chance_is_the_stated_one_or_the_most_frequent_class():
     import torch
 
-    from experiments.order import chance_of
+    from posenc.experiments.order import chance_of
     from posenc.tasks.order import OrderTask
 
     class TwoClasses:

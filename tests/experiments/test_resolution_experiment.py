@@ -1,11 +1,11 @@
-"""experiments.resolution on a tiny ViT: the table, the files, and checks before any work."""
+"""posenc.experiments.resolution on a tiny ViT: the table, the files, and checks before any work."""
 
 import pandas as pd
 import pytest
 
-from experiments.resolution import methods_for, run
-from posenc.config import compose
-from posenc.errors import ConfigError
+from posenc.experiments.resolution import methods_for, run
+from posenc.engine.config import compose
+from posenc.core.errors import ConfigError
 from posenc.pe.resample import MODES
 
 TINY = ["experiment=resolution", "model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32",

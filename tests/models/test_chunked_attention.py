@@ -67,7 +67,7 @@ def test_long_sequences_never_build_a_full_bias():
 
 
 def test_bad_chunk_is_a_config_error():
-    from posenc.errors import ConfigError
+    from posenc.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="model.bias_chunk must be >= 1"):
         tiny_model("alibi", bias_chunk=0)

@@ -6,7 +6,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from posenc.errors import ConfigError  # noqa: E402
+from posenc.core.errors import ConfigError  # noqa: E402
 from posenc.models.hf import from_hf_llama  # noqa: E402
 
 MAX_POS = 32

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.learned import LearnedPE
 from posenc.pe.nope import NoPE

@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.models.vit import ViT
 from posenc.pe.alibi2d import ALiBi2D
 from posenc.pe.base import PositionOutOfRange

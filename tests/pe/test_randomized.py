@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.base import randomized_positions
 from posenc.pe.learned import LearnedPE
 from posenc.pe.rope import RoPE

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.models.vision_transformer import interpolate_embeddings
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.resample import resample_grid
 
 

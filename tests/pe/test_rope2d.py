@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.grid import patch_positions
 from posenc.pe.rope2d import RoPE2D, axial_frequencies
 

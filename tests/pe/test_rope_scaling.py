@@ -10,7 +10,7 @@ from transformers import LlamaConfig  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
 
-from posenc.errors import ConfigError  # noqa: E402
+from posenc.core.errors import ConfigError  # noqa: E402
 from posenc.pe import rope_scaling  # noqa: E402
 from posenc.pe.rope import RoPE  # noqa: E402
 from posenc.pe.scaling import NTK, PI, DynamicNTK, Llama3, LongRoPE, YaRN  # noqa: E402

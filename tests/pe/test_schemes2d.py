@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.alibi2d import ALiBi2D, alibi_slopes
 from posenc.pe.base import PositionOutOfRange
 from posenc.pe.grid import check_scheme_name, interpolated_positions, patch_positions

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.sinusoidal import SinusoidalPE, shift_matrix, sinusoidal_table
 
 

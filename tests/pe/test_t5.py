@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.t5 import T5BiasPE, t5_bucket
 
 T5Attention = pytest.importorskip("transformers.models.t5.modeling_t5").T5Attention

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.pe.rope import apply_rope, rope_angles, rope_inv_freq
 from posenc.pe.xpos import XPos, xpos_zeta
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.tasks.images import ShapesTask
 
 

@@ -3,8 +3,8 @@ from torch import nn
 
 import pytest
 
-from posenc.errors import ConfigError
-from posenc.evaluation import IGNORE_INDEX, evaluate
+from posenc.core.errors import ConfigError
+from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.tasks.order import OrderTask
 
 

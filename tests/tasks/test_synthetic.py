@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from posenc.config import compose, instantiate
-from posenc.errors import ConfigError
-from posenc.evaluation import IGNORE_INDEX
+from posenc.engine.config import compose, instantiate
+from posenc.core.errors import ConfigError
+from posenc.engine.evaluation import IGNORE_INDEX
 from posenc.tasks.assoc_recall import AssocRecallTask
 from posenc.tasks.copy import CopyTask
 from posenc.tasks.passkey import PasskeyTask

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 from posenc.tasks.text import TextTask, builtin_corpus
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from posenc.errors import ConfigError, UserError
+from posenc.core.errors import ConfigError, UserError
 from posenc.tasks.vision import TorchvisionTask
 
 

@@ -8,11 +8,11 @@ import signal
 import pytest
 import torch
 
-from posenc.build import build
-from posenc.config import compose
-from posenc.errors import Interrupted, TrainingDiverged
-from posenc.results import RunDir
-from posenc.training import TrainConfig, lr_at, train
+from posenc.engine.build import build
+from posenc.engine.config import compose
+from posenc.core.errors import Interrupted, TrainingDiverged
+from posenc.engine.results import RunDir
+from posenc.engine.training import TrainConfig, lr_at, train
 
 TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=48",
         "train.seq_len=16", "train.batch_size=4", "train.steps=12", "train.log_every=1",

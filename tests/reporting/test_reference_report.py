@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from posenc.claims import CLAIMS, Estimate
-from posenc.findings import FINDINGS
-from posenc.reference_report import render, write_report
+from posenc.reporting.claims import CLAIMS, Estimate
+from posenc.reporting.findings import FINDINGS
+from posenc.reporting.reference_report import render, write_report
 
 SEEDS = (0, 1, 2)
 NOISE = (-0.01, 0.0, 0.01)  # per seed: a 95% interval of ±0.0248 around each mean

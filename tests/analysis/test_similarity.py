@@ -4,7 +4,7 @@ import torch
 
 from posenc.pe.grid import patch_positions
 from posenc.pe.sincos2d import sincos_2d
-from posenc.similarity import cosine_similarity_matrix, grid_distances, grid_rank_correlation
+from posenc.analysis.similarity import cosine_similarity_matrix, grid_distances, grid_rank_correlation
 
 
 def test_similarity_that_falls_with_distance_scores_one():

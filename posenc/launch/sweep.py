@@ -10,7 +10,7 @@ A sweep folder (``posenc sweep`` makes it, Hydra's launcher fills it)::
         <job>/               Hydra's job folder (.hydra/, log) and the job's results root:
             runs/<run>/      the run directory the experiment protocol made
 
-Each job calls the protocol its config names (``protocol: experiments.train.run``; an
+Each job calls the protocol its config names (``protocol: posenc.experiments.train.run``; an
 ``experiment/*.yaml`` sets its own), a function ``fn(cfg, *, results_root, resume=None)``
 returning ``(table, run_dir)``; a ``check_fn(cfg)`` beside it in its module checks a job's own
 settings before any job starts. Because a job's results root is its own folder, a job that a
@@ -20,6 +20,7 @@ scheduler preempts and submitit requeues finds its run there and resumes it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import json
 import time
@@ -32,25 +33,42 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
-from posenc.errors import ConfigError, UserError
-from posenc.results import RunDir, make_unique_dir, write_json, write_table
-from posenc.stats import aggregate
+from posenc.core.errors import ConfigError, UserError
+from posenc.core.io import write_json, write_table
+from posenc.engine.results import RunDir, make_unique_dir
+from posenc.analysis.stats import aggregate
 
 SWEEP_FILE = "sweep.json"
 SCHEMA_WARNING = r"(?s).*is validated against ConfigStore schema"
 
 
+# Launchers that come from a Hydra plugin outside hydra-core: the plugin's module, and the extra
+# of posenc that installs it.
+PLUGIN_LAUNCHERS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "cluster"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "cluster"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "cluster"),
+}
+
+
+def _plugin_installed(name: str) -> bool:
+    module = PLUGIN_LAUNCHERS.get(name, (None,))[0]
+    return module is None or importlib.util.find_spec(module) is not None
+
+
 def launchers() -> list[str]:
-    """The ``hydra/launcher`` options Hydra can see (its plugins and ``configs/hydra/launcher``)."""
+    """The ``hydra/launcher`` options Hydra can see (its plugins and ``configs/hydra/launcher``)
+    whose plugin is installed."""
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module="configs", version_base="1.3"):
-            return sorted(GlobalHydra.instance().config_loader().get_group_options("hydra/launcher"))
+        with initialize_config_module(config_module="posenc.configs", version_base="1.3"):
+            options = GlobalHydra.instance().config_loader().get_group_options("hydra/launcher")
     finally:
         GlobalHydra.instance().clear()
+    return sorted(o for o in options if _plugin_installed(o))
 
 
 @contextmanager
@@ -69,11 +87,15 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
     from hydra.core.global_hydra import GlobalHydra
 
     valid = launchers()
+    if launcher in PLUGIN_LAUNCHERS and not _plugin_installed(launcher):
+        module, extra = PLUGIN_LAUNCHERS[launcher]
+        raise ConfigError(f"launcher '{launcher}' needs the '{extra}' extra ({module.split('.')[1]} is not installed): "
+                          f"pip install 'posenc[{extra}]' (or -e \".[{extra}]\" in a checkout)")
     if launcher not in valid:
         raise ConfigError(f"unknown launcher '{launcher}'; valid: {', '.join(valid)}")
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module="configs", version_base="1.3"), quiet_schema_matching():
+        with initialize_config_module(config_module="posenc.configs", version_base="1.3"), quiet_schema_matching():
             hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides], return_hydra_config=True)
     except Exception as e:  # Hydra raises several types; all mean an override that does not apply
         raise ConfigError(f"launcher {launcher}: {str(e).strip().splitlines()[0]}") from None
@@ -103,8 +125,8 @@ def expand(overrides: Sequence[str]) -> list[list[str]]:
 def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     """Compose and build every job's config now (``check_<protocol>`` where the protocol's module
     has one), so a mistake stops the sweep before any job."""
-    from posenc.build import build
-    from posenc.config import compose
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
 
     swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
     for job in jobs:
@@ -146,7 +168,7 @@ def protocol(cfg: DictConfig) -> Callable[..., tuple[pd.DataFrame, RunDir]]:
     except (ImportError, AttributeError, ValueError):
         fn = None
     if not callable(fn):
-        raise ConfigError(f"protocol: cannot import '{name}'; it names a function such as experiments.train.run")
+        raise ConfigError(f"protocol: cannot import '{name}'; it names a function such as posenc.experiments.train.run")
     return fn
 
 
@@ -167,7 +189,7 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
     """
     from hydra.core.hydra_config import HydraConfig
 
-    from posenc.config import with_choices
+    from posenc.engine.config import with_choices
 
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)

@@ -19,10 +19,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from posenc.errors import ConfigError, TrainingDiverged
-from posenc.evaluation import IGNORE_INDEX
-from posenc.results import RunDir, atomic_write_bytes, replace_folder, settle_folder
-from posenc.signals import deferred_stop_signals
+from posenc.core.errors import ConfigError, TrainingDiverged
+from posenc.engine.evaluation import IGNORE_INDEX
+from posenc.core.io import atomic_write_bytes, replace_folder, settle_folder
+from posenc.engine.results import RunDir
+from posenc.engine.signals import deferred_stop_signals
 
 
 @dataclass

@@ -7,7 +7,7 @@ from posenc.models.lm import CausalLM
 from posenc.pe.learned import LearnedPE
 from posenc.pe.nope import NoPE
 from posenc.pe.rope import RoPE
-from posenc.permutation import permutation_test, permute_inputs, permute_patches
+from posenc.analysis.permutation import permutation_test, permute_inputs, permute_patches
 
 
 def lm(pe, causal):

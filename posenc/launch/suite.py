@@ -9,7 +9,7 @@ added. Running it makes one folder::
         sweeps/<…>/      one ``posenc sweep`` folder per sweep (jobs, runs.md, stats.md)
 
 ``collect`` gathers every sweep's rows into one long table per sweep (one row per table row of
-every job, with its seed), which ``posenc.reference_report`` turns into results/REPORT.md.
+every job, with its seed), which ``posenc.reporting.reference_report`` turns into results/REPORT.md.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from posenc.config import config_root, list_options
-from posenc.errors import ConfigError, UserError
-from posenc.results import make_unique_dir, write_json
+from posenc.engine.config import config_root, list_options
+from posenc.core.errors import ConfigError, UserError
+from posenc.core.io import write_json
+from posenc.engine.results import make_unique_dir
 
 SUITE_FILE = "suite.json"
 # extra tables a sweep's runs write beside their main one, collected as <sweep>_<name>
@@ -97,7 +98,7 @@ def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] |
     """Every sweep of the suite with its jobs, each composed and built (``check_jobs``), so that
     a mistake stops the suite before any job runs. ``only`` picks sweeps by name; ``extra``
     overrides go to every sweep (after the suite's own, so they win)."""
-    from posenc.sweep import check_jobs, expand
+    from posenc.launch.sweep import check_jobs, expand
 
     seeds = list(suite.seeds if seeds is None else seeds)
     if not seeds:
@@ -172,7 +173,7 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
     """Each finished sweep's long table (and its side tables such as ``resolution_similarity``),
     without the sizing overrides (``model.*``, ``train.*``, ``eval.*``, ``task.*``) that are the
     same in every row."""
-    from posenc.sweep import long_table
+    from posenc.launch.sweep import long_table
 
     tables = {}
     for name, sweep in read(suite_dir)["sweeps"].items():

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from posenc.build import build
-from posenc.config import GROUPS, compose, instantiate, list_options
-from posenc.errors import ConfigError
+from posenc.engine.build import build
+from posenc.engine.config import GROUPS, compose, instantiate, list_options
+from posenc.core.errors import ConfigError
 
 SMALL = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=48",
          "train.seq_len=16", "train.steps=2"]

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from posenc.errors import ConfigError
+from posenc.core.errors import ConfigError
 
-CONFIG_MODULE = "configs"
+CONFIG_MODULE = "posenc.configs"
 GROUPS = ("model", "pe", "task", "train", "eval", "scale", "experiment")
 _RESERVED = ("_target_", "description")
 

@@ -1,5 +1,5 @@
-"""results/REPORT.md: the claims (``posenc.claims``) and the published findings
-(``posenc.findings``) of one reference suite, with the suite's tables and plots in ``suite/``."""
+"""results/REPORT.md: the claims (``posenc.reporting.claims``) and the published findings
+(``posenc.reporting.findings``) of one reference suite, with the suite's tables and plots in ``suite/``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from posenc.claims import CLAIMS, TOL, Tables, completed, estimate, ext_table, lengths, md, order_rows, pixels, select
-from posenc.findings import FINDINGS
-from posenc.results import atomic_write_text, replace_folder, write_png, write_table
+from posenc.reporting.claims import CLAIMS, TOL, Tables, completed, estimate, ext_table, lengths, md, order_rows, pixels, select
+from posenc.reporting.findings import FINDINGS
+from posenc.core.io import atomic_write_text, replace_folder, save_figure, write_table
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    write_png(fig, path)
+    save_figure(fig, path)
 
 
 def plot_resolution(r: pd.DataFrame, path: Path) -> None:
@@ -73,7 +73,7 @@ def plot_resolution(r: pd.DataFrame, path: Path) -> None:
     axes[0][0].set_ylabel("accuracy (mean over seeds, band: 95% interval)")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
-    write_png(fig, path)
+    save_figure(fig, path)
 
 
 def plot_order(t: pd.DataFrame, path: Path) -> None:
@@ -102,7 +102,7 @@ def plot_order(t: pd.DataFrame, path: Path) -> None:
         ax.set_xticks(range(len(groups)), labels, fontsize=7)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    write_png(fig, path)
+    save_figure(fig, path)
 
 
 # --- the report ----------------------------------------------------------------------------------

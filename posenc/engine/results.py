@@ -1,7 +1,6 @@
-"""Run directories and atomic writes.
+"""Run directories: where runs go, their config hash, and their state.
 
-Every file is written to a temporary name in the same folder and renamed over the target, so a
-reader (or a crash) never sees half a file. A run's ``summary.json`` says ``running`` until the
+Files are written atomically (``posenc.core.io``). A run's ``summary.json`` says ``running`` until the
 run ends as ``completed`` or ``failed``, so a crashed run is a marked, readable partial.
 """
 
@@ -10,76 +9,40 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
+from posenc.core.errors import UserError
+from posenc.core.io import atomic_write_text, write_json, write_table
+
 RESULTS_ENV = "POSENC_RESULTS"
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 def results_root(explicit: str | os.PathLike | None = None) -> Path:
-    """``--results-dir`` if given, else ``$POSENC_RESULTS``, else ``./results``."""
-    return Path(explicit or os.environ.get(RESULTS_ENV) or "results")
+    """``--results-dir`` if given, else ``$POSENC_RESULTS``, else ``./results``; checked to be a
+    folder this process can write (or can create), so a bad root stops a command before any work."""
+    root = Path(explicit or os.environ.get(RESULTS_ENV) or "results")
+    where = "--results-dir" if explicit else f"${RESULTS_ENV}" if os.environ.get(RESULTS_ENV) else "results root"
+    existing = next(p for p in (root, *root.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        what = "is a file" if existing == root else f"cannot be created: {existing} is a file"
+        raise UserError(f"{where} {root} {what}; give a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{where} {root}: {existing} is not writable; give a folder you can write")
+    return root
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are meant to be shared
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def replace_folder(target: Path, fill: Callable[[Path], None]) -> None:
-    """Fill a fresh ``<target>.new`` with ``fill``, then put it in place of ``target``.
-
-    A crash at any moment leaves the whole old folder or the whole new one: the new folder only
-    replaces the old after it is complete, and ``settle_folder`` finishes a swap that stopped
-    between the two renames. (Files written one by one could mix two states.)
-    """
-    target = Path(target)
-    new, old = target.with_name(target.name + ".new"), target.with_name(target.name + ".old")
-    settle_folder(target)
-    shutil.rmtree(new, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
-    new.mkdir(parents=True)
-    fill(new)
-    if target.exists():
-        os.rename(target, old)
-    os.rename(new, target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
-def settle_folder(target: Path) -> None:
-    """Finish a ``replace_folder`` that stopped after moving the old folder away."""
-    target = Path(target)
-    new, old = target.with_name(target.name + ".new"), target.with_name(target.name + ".old")
-    if not target.exists() and old.exists() and new.exists():
-        os.rename(new, target)
 
 
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -105,25 +68,8 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, KeyError) != fb.get(k, KeyError))
 
 
-def write_table(df: pd.DataFrame, folder: Path, stem: str = "table") -> tuple[Path, Path]:
-    """``stem.csv`` and ``stem.md`` (a GitHub-style Markdown table) in ``folder``."""
-    csv, md = Path(folder) / f"{stem}.csv", Path(folder) / f"{stem}.md"
-    atomic_write_text(csv, df.to_csv(index=False))
-    atomic_write_text(md, df.to_markdown(index=False, floatfmt=".4g") + "\n")
-    return csv, md
 
 
-def write_png(fig: Any, path: Path, dpi: int = 120) -> Path:
-    """Save a matplotlib figure as PNG atomically and close it."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    plt.close(fig)
-    atomic_write_bytes(Path(path), buf.getvalue())
-    return Path(path)
 
 
 def make_unique_dir(parent: Path, stem: str) -> Path:
@@ -159,7 +105,7 @@ class RunDir:
     @classmethod
     def open(cls, path: Path) -> RunDir:
         """An existing run directory; a path that is not one is a ``UserError``."""
-        from posenc.errors import UserError
+        from posenc.core.errors import UserError
 
         path = Path(path)
         if not (path / "config.yaml").is_file() or not (path / "summary.json").is_file():
@@ -169,7 +115,7 @@ class RunDir:
     @classmethod
     def reopen(cls, path: Path, config: dict[str, Any]) -> RunDir:
         """An existing run directory, to resume; refused unless it holds the same ``config``."""
-        from posenc.errors import UserError
+        from posenc.core.errors import UserError
 
         run = cls.open(path)
         saved = run.read_config()

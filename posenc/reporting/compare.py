@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc.errors import UserError
-from posenc.results import RunDir, atomic_write_text, flatten
+from posenc.core.errors import UserError
+from posenc.core.io import atomic_write_text
+from posenc.engine.results import RunDir, flatten
 
 _NOT_KEYS = ("_target_", "description")
 
 
 def runs_of(path: Path) -> list[Path]:
     """The run directories an input names: itself, or every run of a sweep folder."""
-    from posenc.sweep import SWEEP_FILE, job_run, read_sweep
+    from posenc.launch.sweep import SWEEP_FILE, job_run, read_sweep
 
     path = Path(path)
     if (path / "config.yaml").is_file():

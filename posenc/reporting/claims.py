@@ -1,13 +1,13 @@
 """The seed document's claims C1–C12, each read from the reference suite's tables.
 
-Input: the long tables ``posenc.suite.collect`` makes (one row per table row of every job, with
+Input: the long tables ``posenc.launch.suite.collect`` makes (one row per table row of every job, with
 its ``seed``): ``extrapolation_text``, ``extrapolation_target``, ``extrapolation_passkey``,
 ``resolution``, ``resolution_similarity``, ``order``, ``check``. Every number is a mean over
-seeds with its 95% Student-t interval (``posenc.stats``); a verdict is computed from the
+seeds with its 95% Student-t interval (``posenc.analysis.stats``); a verdict is computed from the
 intervals, never written in advance: "holds" needs the interval to clear the threshold, overlap
 means "not separated". A table that is missing (a sweep not run) makes its sections say so
-instead of failing. ``posenc.findings`` sets the same tables beside the published results;
-``posenc.reference_report`` writes REPORT.md.
+instead of failing. ``posenc.reporting.findings`` sets the same tables beside the published results;
+``posenc.reporting.reference_report`` writes REPORT.md.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import pandas as pd
 
-from posenc.stats import summarize
+from posenc.analysis.stats import summarize
 
-TOL = 1e-5  # experiments.order.INVARIANCE_TOL: float32 sums in another order
+TOL = 1e-5  # posenc.experiments.order.INVARIANCE_TOL: float32 sums in another order
 
 
 # --- numbers -------------------------------------------------------------------------------------

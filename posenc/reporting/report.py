@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc.compare import load, runs_of
-from posenc.errors import UserError
-from posenc.results import RunDir, atomic_write_text
+from posenc.reporting.compare import load, runs_of
+from posenc.core.errors import UserError
+from posenc.core.io import atomic_write_text, save_figure
+from posenc.engine.results import RunDir
 
 
 def _md(table: pd.DataFrame) -> str:
@@ -41,11 +42,9 @@ def plot_curves(runs: Sequence[Path], path: Path) -> bool:
             ax.grid(alpha=0.3)
         val_ax.legend(fontsize=7)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp.png")
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    plt.close(fig)
+        save_figure(fig, path, dpi=110)
+    else:
+        plt.close(fig)
     return drawn
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from posenc.claims import (
+from posenc.reporting.claims import (
     Estimate, Section, Tables, completed, difference, estimate, ext_table, lengths, md, missing, multiple, pixels,
     rise, select, train_px,
 )

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from posenc.results import RunDir, atomic_write_text, config_hash, replace_folder, results_root, settle_folder, write_table
+from posenc.core.io import atomic_write_text, replace_folder, settle_folder, write_table
+from posenc.engine.results import RunDir, config_hash, results_root
 
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
@@ -53,11 +54,12 @@ def test_tables_and_root(tmp_path, monkeypatch):
     assert results_root(tmp_path / "flag") == tmp_path / "flag"
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 import sys, time
 from pathlib import Path
-from posenc.results import RunDir, write_table
+from posenc.core.io import write_table
+from posenc.engine.results import RunDir
 import pandas as pd
 root, who, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 while not go.exists():

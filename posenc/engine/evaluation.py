@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from posenc.errors import ConfigError
-
-IGNORE_INDEX = -100
+from posenc.core.errors import ConfigError
+from posenc.tasks.base import IGNORE_INDEX
 
 
 @dataclass

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from posenc import properties as P
+from posenc.analysis import properties as P
 from posenc.models.blocks import Attention
 from posenc.pe.base import PositionScheme
 from posenc.pe.rope import RoPE, apply_rope

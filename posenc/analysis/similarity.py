@@ -33,4 +33,5 @@ def grid_rank_correlation(similarity: torch.Tensor, grid: tuple[int, int]) -> fl
     dist = grid_distances(grid)
     off = ~torch.eye(len(dist), dtype=torch.bool)
     sim, neg = pd.Series(similarity[off].numpy()), pd.Series((-dist[off]).numpy())
-    return float(sim.corr(neg, method="spearman"))
+    # Spearman is Pearson on average ranks; pandas' method="spearman" would need SciPy.
+    return float(sim.rank().corr(neg.rank()))

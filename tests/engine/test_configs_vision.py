@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from posenc.build import build
-from posenc.config import compose, list_options
+from posenc.engine.build import build
+from posenc.engine.config import compose, list_options
 from posenc.models.lm import CausalLM
 from posenc.models.vit import ViT
 

@@ -14,11 +14,11 @@ import torch
 from hydra.utils import get_object
 from omegaconf import DictConfig
 
-from posenc.config import instantiate, to_container
-from posenc.errors import ConfigError
-from posenc.evaluation import EvalConfig
+from posenc.engine.config import instantiate, to_container
+from posenc.core.errors import ConfigError
+from posenc.engine.evaluation import EvalConfig
 from posenc.pe.grid import check_scheme_name
-from posenc.training import TrainConfig
+from posenc.engine.training import TrainConfig
 
 
 @dataclass

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from posenc.errors import Interrupted
+from posenc.core.errors import Interrupted
 
 
 def _preempt_signal() -> signal.Signals | None:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from posenc.stats import aggregate, summarize, t_central, t_quantile
+from posenc.analysis.stats import aggregate, summarize, t_central, t_quantile
 
 
 @pytest.mark.parametrize("dof", [1, 2, 3, 4, 5, 7, 10, 29, 30, 100, 1000])

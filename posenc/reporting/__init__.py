@@ -1,0 +1,1 @@
+"""Reporting: compare runs and sweeps, one run's report, and the reference report of a suite."""
