@@ -27,10 +27,11 @@ def compare(
     with user_errors():
         from posenc.reporting.compare import differences, export, load, metric_columns, select
         from posenc.core.errors import UserError
+        from posenc.core.text import split_list
 
         table, keys = load(inputs)
         available = metric_columns(table, keys)
-        chosen = available if metrics is None else [m.strip() for m in metrics.split(",")]
+        chosen = available if metrics is None else split_list(metrics, "--metrics")
         unknown = [m for m in chosen if m not in available]
         if unknown:
             raise UserError(f"unknown metric '{unknown[0]}'; valid: {', '.join(available)}")

@@ -10,23 +10,15 @@ from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Step
 
 
 def _names(value: str | None, option: str) -> list[str]:
-    names = [n.strip() for n in (value or "").split(",")]
-    if not all(names):
-        from posenc.core.errors import ConfigError
+    from posenc.core.text import split_list
 
-        raise ConfigError(f"{option} '{value}' has an empty name; give a comma list like rope,nope")
-    return names
+    return split_list(value or "", option)
 
 
 def _lengths(value: str | None) -> list[int] | None:
-    from posenc.core.errors import ConfigError
+    from posenc.core.text import split_list
 
-    if value is None:
-        return None
-    try:
-        return [int(n) for n in value.split(",")]
-    except ValueError:
-        raise ConfigError(f"--lengths '{value}' is not a comma list of integers, e.g. 128,256,512") from None
+    return None if value is None else split_list(value, "--lengths", int)
 
 
 class Stages:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
-from posenc.cli.resolution import split_list
+from posenc.core.text import split_list
 
 
 def names(value: str | None, option: str) -> list[str] | None:

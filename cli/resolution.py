@@ -7,21 +7,9 @@ from typing import Annotated
 import typer
 
 from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.core.text import split_list
 
 VIT_SCHEMES = "nope,learned,learned2d,sincos2d,rel2d,alibi2d,rope2d_axial,rope2d_mixed"
-
-
-def split_list(value: str, what: str, cast: type = str) -> list:
-    """``a,b,c`` -> [a, b, c]; an empty item or a bad number is a user mistake."""
-    from posenc.core.errors import UserError
-
-    items = [v.strip() for v in value.split(",")]
-    if not all(items):
-        raise UserError(f"{what} '{value}' has an empty item; give a comma list like {what} a,b")
-    try:
-        return [cast(v) for v in items]
-    except ValueError:
-        raise UserError(f"{what} '{value}' is not a comma list of {cast.__name__}s") from None
 
 
 def resolution(

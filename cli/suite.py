@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from posenc.cli.common import Overrides, ResultsDir, console, fail, user_errors
-from posenc.cli.resolution import split_list
+from posenc.core.text import split_list
 
 
 def suite(

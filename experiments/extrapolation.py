@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from posenc.experiments.train import fit
 from posenc.engine.build import Setup, build
-from posenc.engine.config import compose, config_root, experiment_settings, instantiate, list_options
+from posenc.engine.config import compose, config_root, experiment_settings, instantiate, list_options, target_class
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.pe.base import PositionOutOfRange
@@ -51,9 +51,7 @@ def scale_options() -> dict[str, dict[str, Any]]:
 
 
 def _scale_class(node: dict[str, Any]):
-    from hydra.utils import get_object
-
-    return get_object(node["_target_"])
+    return target_class(node, "scale")
 
 
 def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = ()) -> list[DictConfig]:

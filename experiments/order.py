@@ -58,15 +58,11 @@ class Cell:
 
 def _task_class(name: str) -> type | None:
     """The class a task option names with ``_target_`` (imported, not built), or None."""
-    import yaml
-    from hydra.utils import get_object
+    from posenc.engine.config import option_class
 
-    from posenc.engine.config import config_root
-
-    node = yaml.safe_load((config_root() / "task" / f"{name}.yaml").read_text()) or {}
     try:
-        return get_object(node.get("_target_", ""))
-    except Exception:
+        return option_class("task", name)
+    except ConfigError:
         return None
 
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from hydra.utils import get_object
 from omegaconf import DictConfig
 
-from posenc.engine.config import instantiate, to_container
+from posenc.engine.config import instantiate, target_class, to_container
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import EvalConfig
 from posenc.pe.grid import check_scheme_name
@@ -34,8 +33,8 @@ class Setup:
 def takes_patches(cfg: DictConfig) -> bool:
     """Whether the configured model reads image patches (the ViT) rather than tokens."""
     try:
-        return bool(getattr(get_object(cfg.model._target_), "takes_patches", False))
-    except Exception:
+        return bool(getattr(target_class(cfg.model, "model"), "takes_patches", False))
+    except ConfigError:
         return False  # instantiate reports the bad _target_
 
 

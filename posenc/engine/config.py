@@ -13,7 +13,7 @@ import importlib.resources
 import inspect
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -52,6 +52,42 @@ def list_options(group: str) -> dict[str, str]:
             node = yaml.safe_load(entry.read_text()) or {}
             options[entry.name[: -len(".yaml")]] = str(node.get("description", ""))
     return options
+
+
+def target_class(node: Any, path: str) -> Any:
+    """The class (or function) a config node names with ``_target_``, imported but not built.
+
+    The one way to read an option's ``_target_``: facts about a scheme, scaling, task or model
+    live on its class, and callers ask the class.
+    """
+    from hydra.utils import get_object
+
+    target = (to_container(node) if not isinstance(node, dict) else node).get("_target_")
+    if target is None:
+        raise ConfigError(f"{path}: no _target_ in the config")
+    try:
+        return get_object(target)
+    except Exception:
+        raise ConfigError(f"{path}._target_: cannot import '{target}'") from None
+
+
+def option_node(group: str, option: str) -> dict[str, Any]:
+    """The raw YAML of ``configs/<group>/<option>.yaml`` (before composition)."""
+    options = list_options(group)
+    if option not in options:
+        raise ConfigError(f"unknown {group} '{option}'; valid: {', '.join(options)}")
+    return yaml.safe_load((config_root() / group / f"{option}.yaml").read_text()) or {}
+
+
+def option_class(group: str, option: str) -> Any:
+    """The class an option of a group names with ``_target_`` (``option_class("pe", "rope")``)."""
+    return target_class(option_node(group, option), f"{group}/{option}")
+
+
+def options_where(group: str, predicate: Callable[[Any], bool]) -> list[str]:
+    """The options of a group whose ``_target_`` class satisfies ``predicate`` (a new option
+    shows up wherever its class qualifies, with no list to edit)."""
+    return [name for name in list_options(group) if predicate(option_class(group, name))]
 
 
 def _check_choices(overrides: Sequence[str]) -> None:
@@ -169,17 +205,10 @@ def instantiate(node: Any, path: str, **extra: Any) -> Any:
     Keyword arguments in ``extra`` are what the caller injects (the position scheme into a
     model); they are checked like the rest.
     """
-    from hydra.utils import get_object
-
     values = dict(to_container(node))
-    target = values.pop("_target_", None)
+    fn = target_class(values, path)
+    values.pop("_target_")
     values.pop("description", None)
-    if target is None:
-        raise ConfigError(f"{path}: no _target_ in the config")
-    try:
-        fn = get_object(target)
-    except Exception:
-        raise ConfigError(f"{path}._target_: cannot import '{target}'") from None
     kwargs = check_arguments(fn, {**values, **extra}, path)
     return fn(**kwargs)
 

@@ -77,7 +77,7 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     (["--scale", "longrope", "scale.short_factor=[1,1,1,1,1,1,1,1]", "scale.long_factor=[1]"],
      "scale.long_factor has 1 factors, but the rotary dimension 16 has 8 frequencies"),
     (["--scale", "pi", "scale.factor=0"], "scale.factor must be > 0, got 0.0"),
-    (["--pe", "rope,", "--scale", "pi"], "--pe 'rope,' has an empty name"),
+    (["--pe", "rope,", "--scale", "pi"], "--pe 'rope,' has an empty item"),
     (["scale=yarn"], "override 'scale=yarn': give schemes with --pe and scales with --scale"),
 ])
 def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):

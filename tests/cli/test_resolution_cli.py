@@ -53,7 +53,7 @@ def test_train_vit_with_the_original_learned_table(cli, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["resolution", "--pe", "learned", "--res", "24,30"], "error: resolution=30 is not divisible by model.patch_size=4; use a multiple of 4"),
-    (["resolution", "--pe", "learned", "--res", "16,abc"], "error: --res '16,abc' is not a comma list of ints"),
+    (["resolution", "--pe", "learned", "--res", "16,abc"], "error: --res '16,abc' is not a comma list of integers"),
     (["resolution", "--pe", "learned", "--interp", "bicubic,cubic"], "error: unknown interpolation method 'cubic'; valid: nearest, bilinear, bicubic, area, clip, extrapolate, interpolate, none"),
     (["resolution", "--pe", "learned,rope"], "error: pe 'rope' is 1D-only and does not fit the ViT's patch grid; use pe=rope2d_axial"),
     (["resolution", "--pe", "nope,foo"], "error: unknown pe 'foo'; valid: "),

@@ -123,7 +123,7 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, or a path to a .yaml file"),
     (["--quick", "--only", "nothere"], "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
                                        "extrapolation_target, extrapolation_passkey, resolution, order, check"),
-    (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of ints"),
+    (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of integers"),
     (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
     (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
     (["--report-from", "."], "error: '.' is not a suite directory (no suite.json)"),

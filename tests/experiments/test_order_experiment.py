@@ -36,7 +36,7 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     from posenc.pe.learned import LearnedPE
     from posenc.pe.nope import NoPE
     from posenc.engine.training import TrainConfig
-    from test_permutation import TinyViT
+    from tiny_models import TinyViT
 
     class WhichHalf:
         """Bright patch in the top or the bottom half: the label is where it is, not what it is."""
