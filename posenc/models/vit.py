@@ -81,6 +81,11 @@ class ViT(nn.Module):
         self.head = nn.Linear(d_model, num_classes)
         init_weights(self, init_std, n_layers)
 
+    def no_weight_decay(self) -> set[str]:
+        """The cls token is not decayed (timm's ``VisionTransformer.no_weight_decay``); the
+        scheme declares its own parameters."""
+        return {"cls"} if self.cls is not None else set()
+
     def positions(self, grid: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
         """(h·w, 2) positions of a grid's patches: raw, or scaled onto ``self.grid``."""
         if self.coords == "interpolate" and grid != self.grid:
