@@ -58,7 +58,7 @@ class LearnedPE2D(PositionScheme):
         return self.rows[r] + self.cols[c]  # (…, s, d)
 
     @torch.no_grad()
-    def resample_(self, new_grid: tuple[int, int], mode: str = "bicubic", antialias: bool = False) -> None:
+    def resample_(self, new_grid: tuple[int, int], mode: str = "bicubic", antialias: bool | None = None) -> None:
         """Interpolate both tables to ``new_grid`` in place (each as an H x 1 grid)."""
         (h, w), (nh, nw) = self.grid, new_grid
         self.rows = nn.Parameter(resample_grid(self.rows, (nh, 1), old_grid=(h, 1), num_prefix_tokens=0,
