@@ -19,7 +19,9 @@ def resolution(
     res: Annotated[str | None, typer.Option(help="Comma list of evaluation resolutions in px. Default: 16,24,32,48,64.")] = None,
     task: Annotated[str | None, typer.Option(help="Image task (shapes, cifar10, mnist, image_folder).")] = None,
     finetune_steps: Annotated[int | None, typer.Option(help="Fine-tune steps at each resolution (0: none). Default: 10.")] = None,
-    antialias: Annotated[bool, typer.Option(help="Antialias when downsampling tables (bilinear/bicubic).")] = False,
+    antialias: Annotated[bool | None, typer.Option(
+        "--antialias/--no-antialias",
+        help="Antialias bilinear/bicubic table resampling. Default: on, as timm's resample_abs_pos_embed.")] = None,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
@@ -41,7 +43,7 @@ def resolution(
         from posenc.engine.results import results_root
 
         options = {"task": task, "train.steps": steps, "seed": seed,
-                   "resolution.finetune_steps": finetune_steps, "resolution.antialias": antialias or None}
+                   "resolution.finetune_steps": finetune_steps, "resolution.antialias": None if antialias is None else str(antialias).lower()}
         if interp is not None:
             options["resolution.methods"] = "[" + ",".join(split_list(interp, "--interp")) + "]"
         if res is not None:

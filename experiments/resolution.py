@@ -41,7 +41,7 @@ class ResolutionConfig:
 
     resolutions: list[int] = field(default_factory=lambda: [16, 24, 32, 48, 64])
     methods: list[str] = field(default_factory=lambda: ["bicubic", "extrapolate", "interpolate"])
-    antialias: bool = False
+    antialias: bool | None = None  # None: on for bilinear/bicubic (timm's default), see resample_grid
     finetune_steps: int = 10
     finetune_lr: float = 1e-3
     eval_items: int | None = 256

@@ -3,12 +3,26 @@
 The t quantile comes from the closed form of the t distribution function for integer degrees
 of freedom (Abramowitz & Stegun 26.7.3-4), inverted by bisection, so no SciPy is needed; the
 tests check it against ``scipy.stats.t``.
+
+Accuracies are bounded, so a plain t interval can leave [0, 1] ("0.921 [0.596, 1.25]"). Two
+bounded intervals, each carrying the number of seeds ``n``:
+
+* ``logit_t_interval`` — the t interval over seeds on the logit scale, mapped back with the
+  logistic function. It keeps the seed-to-seed spread, the larger source of variance when
+  models are retrained, so it is the one to read when comparing schemes over several seeds.
+* ``wilson_interval`` / ``pooled_wilson`` — the Wilson score interval on the trials pooled over
+  seeds (Wilson 1927). It sees only the sampling of evaluation items, so it is narrower than
+  the spread between retrained models; it is the interval of one seed (where t has none).
+
+Comparisons are paired by seed (``paired_difference``): the t interval of the per-seed
+differences a − b, whose sign gives the verdict (``verdict``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 
 import pandas as pd
 
@@ -63,18 +77,159 @@ def summarize(values: Sequence[float], level: float = 0.95) -> dict[str, float]:
     return {"n": n, "mean": mean, "std": std, "ci95_low": mean - half, "ci95_high": mean + half}
 
 
+def _groups(table: pd.DataFrame, keys: Sequence[str], status: str | None):
+    """(group values by key, the group's completed rows, how many of its rows failed) per group."""
+    grouped = table.groupby(list(keys), dropna=False, sort=False) if keys else [((), table)]
+    for group, part in grouped:
+        group = group if isinstance(group, tuple) else (group,)
+        ok = part if status is None or status not in part else part[part[status] == "completed"]
+        yield dict(zip(keys, group)), ok, len(part) - len(ok)
+
+
 def aggregate(table: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
               status: str | None = "status") -> pd.DataFrame:
     """One row per group of ``keys`` and metric: n, mean, std, 95% interval, and how many of
     the group's rows failed (``status`` column other than ``completed``; they are not averaged)."""
     keys = list(keys)
     rows = []
-    grouped = table.groupby(keys, dropna=False, sort=False) if keys else [((), table)]
-    for group, part in grouped:
-        group = group if isinstance(group, tuple) else (group,)
-        ok = part if status is None or status not in part else part[part[status] == "completed"]
-        failed = len(part) - len(ok)
+    for group, ok, failed in _groups(table, keys, status):
         for metric in metrics:
             values = ok[metric].tolist() if metric in ok else []
-            rows.append({**dict(zip(keys, group)), "metric": metric, **summarize(values), "failed": failed})
+            rows.append({**group, "metric": metric, **summarize(values), "failed": failed})
     return pd.DataFrame(rows, columns=[*keys, "metric", "n", "mean", "std", "ci95_low", "ci95_high", "failed"])
+
+
+def _accuracies(accuracies: Sequence[float | None], trials: int | Sequence[int] | None
+                ) -> tuple[list[float], list[int] | None]:
+    """The accuracies that are not missing (None, NaN), each in [0, 1], with their items per seed
+    (``trials``: one number for every seed, or one per seed; None stays None)."""
+    values = [float("nan") if v is None else float(v) for v in accuracies]
+    counts = None
+    if trials is not None:
+        counts = [int(trials)] * len(values) if isinstance(trials, (int, float)) else [int(t) for t in trials]
+        if len(counts) != len(values):
+            raise ValueError(f"{len(values)} accuracies but {len(counts)} trial counts")
+        if any(t < 1 for t in counts):
+            raise ValueError(f"trial counts must be >= 1, got {counts}")
+    keep = [i for i, v in enumerate(values) if not math.isnan(v)]
+    ps = [values[i] for i in keep]
+    if any(not 0 <= p <= 1 for p in ps):
+        raise ValueError(f"accuracies must lie in [0, 1], got {ps}")
+    return ps, None if counts is None else [counts[i] for i in keep]
+
+
+def logit(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
+def logistic(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+def logit_t_interval(accuracies: Sequence[float], trials: int | Sequence[int] | None = None,
+                     level: float = 0.95) -> dict[str, float]:
+    """n (seeds), mean accuracy, and the ``level`` t interval of the mean logit mapped back to (0, 1).
+
+    With ``trials`` (evaluation items per seed: one number, or one per seed) an accuracy p of n
+    items enters as the empirical logit log((k + ½) / (n − k + ½)), k = p·n (Haldane–Anscombe),
+    so a seed at 0 or 1 stays finite; without it, every accuracy must lie strictly between 0 and
+    1. ``mean`` is the plain mean of the accuracies; the interval is for the logistic of the mean
+    logit. With one seed the interval is NaN.
+    """
+    ps, counts = _accuracies(accuracies, trials)
+    n, nan = len(ps), float("nan")
+    if counts is not None:
+        xs = [math.log((p * t + 0.5) / (t - p * t + 0.5)) for p, t in zip(ps, counts)]
+    elif any(p in (0.0, 1.0) for p in ps):
+        raise ValueError("an accuracy of exactly 0 or 1 has no logit; pass trials (items per seed)")
+    else:
+        xs = [logit(p) for p in ps]
+    out = {"n": n, "mean": sum(ps) / n if n else nan, "ci95_low": nan, "ci95_high": nan}
+    if n >= 2:
+        t = summarize(xs, level)
+        out.update(ci95_low=logistic(t["ci95_low"]), ci95_high=logistic(t["ci95_high"]))
+    return out
+
+
+def wilson_interval(successes: float, trials: float, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``successes / trials``; always inside [0, 1]."""
+    if trials <= 0 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials and trials > 0, got {successes} of {trials}")
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    p, z2 = successes / trials, z * z
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = z / (1 + z2 / trials) * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pooled_wilson(accuracies: Sequence[float], trials: int | Sequence[int], level: float = 0.95) -> dict[str, float]:
+    """n (seeds), pooled accuracy Σk / Σtrials and its Wilson interval, from per-seed accuracies
+    and items per seed (one number for all seeds, or one per seed)."""
+    ps, counts = _accuracies(accuracies, trials)
+    nan = float("nan")
+    if not ps:
+        return {"n": 0, "trials": 0, "mean": nan, "ci95_low": nan, "ci95_high": nan}
+    k, total = sum(round(p * t) for p, t in zip(ps, counts)), sum(counts)
+    low, high = wilson_interval(k, total, level)
+    return {"n": len(ps), "trials": total, "mean": k / total, "ci95_low": low, "ci95_high": high}
+
+
+def paired_difference(a: Mapping[int, float], b: Mapping[int, float], level: float = 0.95,
+                      bounds: tuple[float, float] | None = None) -> dict[str, float]:
+    """Per-seed values of two arms ({seed: value}) -> n (seeds in both), the mean of a − b over
+    those seeds, its std, the ``level`` t interval of the paired differences, and how many seeds
+    only one arm has, or where either is missing (``unpaired``; they are left out).
+
+    ``bounds`` clips the interval to the range a difference can take ((−1, 1) for accuracies).
+    """
+    seeds = [s for s in a if s in b and not math.isnan(float(a[s])) and not math.isnan(float(b[s]))]
+    diffs = [float(a[s]) - float(b[s]) for s in seeds]
+    unpaired = len(set(a) | set(b)) - len(seeds)
+    out = summarize(diffs, level)
+    low, high = out["ci95_low"], out["ci95_high"]
+    if bounds is not None and out["n"] >= 2:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return {"n": out["n"], "mean_diff": out["mean"], "std": out["std"], "ci95_low": low, "ci95_high": high,
+            "unpaired": unpaired}
+
+
+def paired_by_seed(table: pd.DataFrame, column: str, a: object, b: object, metric: str, seed: str = "seed",
+                   level: float = 0.95, bounds: tuple[float, float] | None = None) -> dict[str, float]:
+    """``paired_difference`` of ``metric`` between the rows where ``column`` is ``a`` and where it
+    is ``b`` (filter the table to one length, task… first). Each arm has one row per seed."""
+    arms = []
+    for value in (a, b):
+        rows = table[table[column] == value]
+        if rows[seed].duplicated().any():
+            raise ValueError(f"{column}={value!r} has several rows for one {seed}; filter the table to one per seed")
+        arms.append(dict(zip(rows[seed], rows[metric])))
+    return paired_difference(arms[0], arms[1], level, bounds)
+
+
+def verdict(difference: Mapping[str, float]) -> str:
+    """``higher`` or ``lower`` when the paired interval of a − b excludes 0, else ``no difference
+    shown`` (also with fewer than two paired seeds)."""
+    low, high = difference["ci95_low"], difference["ci95_high"]
+    if math.isnan(low) or math.isnan(high):
+        return "no difference shown"
+    return "higher" if low > 0 else "lower" if high < 0 else "no difference shown"
+
+
+def aggregate_accuracy(table: pd.DataFrame, keys: Sequence[str], metric: str = "accuracy",
+                       trials: int | str | None = None, status: str | None = "status") -> pd.DataFrame:
+    """One row per group of ``keys``: n (seeds), mean accuracy, the logit-scale t interval
+    (``ci95_low``/``ci95_high``), the pooled Wilson interval (``wilson_low``/``wilson_high``,
+    NaN without ``trials``) and failed rows. ``trials`` is the items per seed: a number, or the
+    name of a column holding it."""
+    keys = list(keys)
+    rows = []
+    for group, ok, failed in _groups(table, keys, status):
+        part = ok[ok[metric].notna()] if metric in ok else ok.iloc[:0]  # (rows of one group, seeds)
+        per_seed = part[trials].astype(int).tolist() if isinstance(trials, str) else trials
+        est = logit_t_interval(part[metric].tolist(), per_seed)
+        pooled = pooled_wilson(part[metric].tolist(), per_seed) if per_seed is not None else {}
+        rows.append({**group, "metric": metric, **est, "wilson_low": pooled.get("ci95_low", float("nan")),
+                     "wilson_high": pooled.get("ci95_high", float("nan")), "trials": pooled.get("trials", 0),
+                     "failed": failed})
+    return pd.DataFrame(rows, columns=[*keys, "metric", "n", "mean", "ci95_low", "ci95_high", "wilson_low",
+                                       "wilson_high", "trials", "failed"])

@@ -32,8 +32,16 @@ def _div(a: int, b: int) -> int:
     return a // b
 
 
+def _not(value: bool) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"${{not:...}} takes true or false, got {value!r}")
+    return not value
+
+
 if not OmegaConf.has_resolver("div"):
     OmegaConf.register_new_resolver("div", _div)
+if not OmegaConf.has_resolver("not"):
+    OmegaConf.register_new_resolver("not", _not)
 
 
 def config_root():

@@ -1,5 +1,10 @@
 """The one training loop: AdamW, linear warmup + cosine decay, gradient clipping, checkpoints.
 
+Two small hooks let a module state what it needs from the loop without the loop naming it:
+``no_weight_decay()`` (timm's name) returns the names of parameters the optimizer must not
+decay, and ``after_optimizer_step()`` runs after every step (a scheme whose parameters must
+stay above a floor clamps their ``.data`` there, as its reference implementation does).
+
 Given one seed, a CPU run is bit-for-bit repeatable: batches come from a seeded generator whose
 state is saved in every checkpoint with the optimizer's, so a resumed run continues exactly.
 Validation and logging draw no random numbers, so they never shift the batches.
@@ -14,7 +19,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -86,12 +91,52 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
 
 
+@runtime_checkable
+class DeclaresNoWeightDecay(Protocol):
+    """A module with parameters the optimizer must not decay (timm's ``no_weight_decay``)."""
+
+    def no_weight_decay(self) -> set[str]:
+        """Names of this module's own parameters (as ``named_parameters`` gives them) to leave undecayed."""
+        ...
+
+
+@runtime_checkable
+class HasStepHook(Protocol):
+    """A module that acts after every optimizer step (e.g. clamps its parameters' ``.data``)."""
+
+    def after_optimizer_step(self) -> None: ...
+
+
+def no_weight_decay_names(model: torch.nn.Module) -> set[str]:
+    """Full names of the parameters every ``DeclaresNoWeightDecay`` submodule of ``model`` declares."""
+    names = set()
+    for prefix, module in model.named_modules():
+        if isinstance(module, DeclaresNoWeightDecay):
+            own = dict(module.named_parameters())
+            for name in module.no_weight_decay():
+                if name not in own:
+                    raise ValueError(f"{type(module).__name__}.no_weight_decay() names '{name}', which is not "
+                                     f"one of its parameters ({', '.join(own) or 'none'})")
+                names.add(f"{prefix}.{name}" if prefix else name)
+    return names
+
+
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on norms, biases or 1D gains)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    """AdamW with weight decay on matrices only: not on 1D parameters (norms, biases, gains), nor
+    on what a module declares in ``no_weight_decay()`` (position tables, frequencies, cls token),
+    as timm's ``param_groups_weight_decay`` splits them."""
+    skip = no_weight_decay_names(model)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.dim() < 2 or name in skip else decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+
+
+def step_hooks(model: torch.nn.Module) -> list[HasStepHook]:
+    """The submodules of ``model`` that declare ``after_optimizer_step``."""
+    return [m for m in model.modules() if isinstance(m, HasStepHook)]
 
 
 def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -181,6 +226,7 @@ def train(
     device = resolve_device(cfg.device)
     model.to(device).train()
     optimizer = make_optimizer(model, cfg)
+    hooks = step_hooks(model)
     generator = torch.Generator().manual_seed(seed)
     emit = (lambda r: (run.log(r) if run else None, on_log(r) if on_log else None))
 
@@ -208,6 +254,8 @@ def train(
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
+            for hook in hooks:
+                hook.after_optimizer_step()
             tokens += x.numel()
             window_tokens += x.numel()
             done = step + 1

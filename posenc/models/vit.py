@@ -81,6 +81,11 @@ class ViT(nn.Module):
         self.head = nn.Linear(d_model, num_classes)
         init_weights(self, init_std, n_layers)
 
+    def no_weight_decay(self) -> set[str]:
+        """The cls token is not decayed (timm's ``VisionTransformer.no_weight_decay``); the
+        scheme declares its own parameters."""
+        return {"cls"} if self.cls is not None else set()
+
     def positions(self, grid: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
         """(h·w, 2) positions of a grid's patches: raw, or scaled onto ``self.grid``."""
         if self.coords == "interpolate" and grid != self.grid:
@@ -120,11 +125,12 @@ class ViT(nn.Module):
         pooled = x[:, 0] if self.pool == "cls" else x.mean(dim=1)  # (b, d)
         return self.head(pooled)  # (b, classes)
 
-    def set_resolution(self, image_size: int, method: str, antialias: bool = False) -> ViT:
+    def set_resolution(self, image_size: int, method: str, antialias: bool | None = None) -> ViT:
         """Serve ``image_size`` px images: resample tables with a mode, or pick how coordinates map.
 
         ``method`` is one of ``grid_methods(self.pe)``: an interpolation mode for tables,
         ``extrapolate`` / ``interpolate`` for coordinate schemes, ``clip`` for relative tables.
+        ``antialias`` (None: on for bilinear and bicubic, as timm) goes to ``resample_grid``.
         Modifies the model in place (copy it first to keep the original) and returns it.
         """
         valid = grid_methods(self.pe)

@@ -57,6 +57,12 @@ class PositionScheme(nn.Module):
             )
         self.randomized, self.randomized_max = randomized, randomized_max
 
+    def no_weight_decay(self) -> set[str]:
+        """Every parameter of a scheme is a position parameter, which the optimizer leaves
+        undecayed (timm's ``no_weight_decay``, rope-vit's frequencies): decay would pull learned
+        tables, biases and frequencies toward zero, a prior on positions no reference applies."""
+        return {name for name, _ in self.named_parameters()}
+
     def embedding(self, positions: torch.Tensor) -> torch.Tensor:
         """(…, s) positions -> (…, s, d) embedding added to the input."""
         raise NotImplementedError(f"{type(self).__name__} adds no embedding")

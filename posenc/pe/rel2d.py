@@ -46,7 +46,7 @@ class RelativeBias2D(PositionScheme):
         return out.movedim(0, -3)  # (…, n_h, s_q, s_k)
 
     @torch.no_grad()
-    def resample_(self, new_grid: tuple[int, int], mode: str = "bicubic", antialias: bool = False) -> None:
+    def resample_(self, new_grid: tuple[int, int], mode: str = "bicubic", antialias: bool | None = None) -> None:
         """Interpolate the table to the offsets of ``new_grid`` in place."""
         n_h, th, tw = self.table.shape
         nh, nw = 2 * new_grid[0] - 1, 2 * new_grid[1] - 1

@@ -5,8 +5,8 @@ the cls token); at another resolution the grid changes, so the table is treated 
 D channels and interpolated, the prefix rows kept apart (Dosovitskiy et al. 2021, "An Image is
 Worth 16x16 Words", §3.2). The same function serves a forward pass at a new resolution and the
 loading of a checkpoint, as timm's ``resample_abs_pos_embed`` does. Checked against torchvision's
-``models.vision_transformer.interpolate_embeddings`` (bicubic, align_corners=True) in
-tests/pe/test_resample.py.
+``models.vision_transformer.interpolate_embeddings`` (bicubic, align_corners=True, no antialias)
+and timm's ``resample_abs_pos_embed`` (bicubic, antialias) in tests/pe/test_resample.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def as_grid(grid: int | tuple[int, int] | list[int]) -> tuple[int, int]:
     return int(h), int(w)
 
 
-def check_mode(mode: str, antialias: bool = False, align_corners: bool = False) -> None:
+def check_mode(mode: str, antialias: bool | None = None, align_corners: bool = False) -> None:
     if mode not in MODES:
         raise ConfigError(f"unknown interpolation mode '{mode}'; valid: {', '.join(MODES)}")
     if mode not in _SMOOTH and (antialias or align_corners):
@@ -47,7 +47,7 @@ def resample_grid(
     old_grid: int | tuple[int, int] | None = None,
     num_prefix_tokens: int = 1,
     mode: Mode = "bicubic",
-    antialias: bool = False,
+    antialias: bool | None = None,
     align_corners: bool = False,
 ) -> torch.Tensor:
     """``[1, prefix + H·W, D]`` (or ``[prefix + H·W, D]``) table -> the same for ``new_grid``.
@@ -55,8 +55,19 @@ def resample_grid(
     Rows are in raster order (row-major); the first ``num_prefix_tokens`` rows (cls, registers)
     are returned untouched. ``old_grid`` defaults to the square grid the row count implies.
     The interpolation runs in float32 and the result has the input's dtype.
+
+    ``antialias`` defaults (None) to on for bilinear and bicubic, as timm's
+    ``resample_abs_pos_embed`` (antialias=True) does, and means nothing for nearest and area,
+    which have no antialiased form (asking for it there is an error). Antialiasing low-pass
+    filters when a table is shrunk, where a plain bicubic kernel samples and aliases (8 -> 4 rows
+    of a unit-std table differ by up to 1.4). PyTorch's antialiased bicubic also uses the
+    a = −0.5 kernel (PIL's) rather than a = −0.75, so bicubic enlargement differs slightly too
+    (up to 0.3 on a unit-std table); bilinear enlargement is the same either way. Pass False
+    for torchvision's ``interpolate_embeddings`` (no antialias).
     """
     check_mode(mode, antialias, align_corners)
+    if antialias is None:
+        antialias = mode in _SMOOTH
     batched = embedding.dim() == 3
     if not batched and embedding.dim() != 2:
         raise ValueError(f"expected a [1, n, D] or [n, D] table, got shape {tuple(embedding.shape)}")

@@ -5,7 +5,8 @@ applied to a trained scheme for one evaluated length (``apply``), in place: RoPE
 new frequencies (``posenc.pe.rope_scaling``), table scales resample a learned table. ``none``
 leaves every scheme as trained. The factor, when not given, is
 max(1, evaluated length / ``original_length``), so at or below the training length every scale
-is the identity (except LongRoPE's ``short_factor``, which applies at every length).
+is the identity; LongRoPE instead takes s = ``max_position`` / ``original_length``, one fixed
+factor at every length as Hugging Face does, and its ``short_factor`` applies at every length.
 """
 
 from __future__ import annotations
@@ -143,16 +144,25 @@ class Llama3(_RopeScale):
 
 @dataclass
 class LongRoPE(_RopeScale):
-    """LongRoPE (Ding et al. 2024): per-frequency factors, ``long_factor`` past the trained length."""
+    """LongRoPE (Ding et al. 2024): per-frequency factors, ``long_factor`` past the trained length.
+
+    Without ``factor``, s = ``max_position`` / ``original_length`` (Hugging Face's
+    ``max_position_embeddings / original_max_position_embeddings``; ``max_position`` null means
+    the original length, so s = 1), and the attention factor √(1 + ln s / ln L₀) it gives is the
+    same at every evaluated length, as in transformers' ``_compute_longrope_parameters``.
+    """
 
     requires: ClassVar[tuple[str, ...]] = ("short_factor", "long_factor")  # no default exists
     short_factor: Sequence[float] | None = None
     long_factor: Sequence[float] | None = None
     attention_factor: float | None = None
+    max_position: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_positive("attention_factor", self.attention_factor)
+        if self.max_position is not None and self.max_position < 1:
+            raise ConfigError(f"scale.max_position must be >= 1 or null, got {self.max_position}")
         for name in ("short_factor", "long_factor"):
             values = getattr(self, name)
             if not values:
@@ -168,6 +178,11 @@ class LongRoPE(_RopeScale):
                 raise ConfigError(
                     f"scale.{name} has {n} factors, but the rotary dimension {pe.rot_dim} has "
                     f"{pe.rot_dim // 2} frequencies; give {pe.rot_dim // 2} factors")
+
+    def factor_for(self, length: int) -> float:
+        if self.factor is not None:
+            return self.factor
+        return (self.max_position or self.original_length) / self.original_length
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.longrope_frequencies(

@@ -3,7 +3,9 @@ with a Unified Text-to-Text Transformer", arXiv:1910.10683, §2.1).
 
 Each head learns one scalar per bucket of the distance: half of the buckets are exact small
 distances, the rest grow logarithmically up to ``max_distance``, past which all distances share
-the last bucket. A causal model (``bidirectional=False``) only buckets keys in the past.
+the last bucket. A causal model (``bidirectional=False``) only buckets keys in the past; a
+bidirectional one (the T5 encoder) halves the buckets by the sign of j − i, which
+``configs/pe/t5.yaml`` picks whenever ``model.causal`` is false.
 Checked against ``transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket``
 (tests/pe/test_t5.py).
 """

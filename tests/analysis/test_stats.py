@@ -43,3 +43,104 @@ def test_aggregate_groups_runs_that_differ_by_seed_and_counts_failures():
     low, high = scipy_stats.t.interval(0.95, 1, loc=3.25, scale=math.sqrt(0.125) / math.sqrt(2))
     assert out.loc["nope", ["n", "failed"]].tolist() == [2, 1]
     assert out.loc["nope", ["mean", "ci95_low", "ci95_high"]].tolist() == pytest.approx([3.25, low, high], rel=1e-12)
+
+
+# --- bounded intervals for accuracies, paired differences ---------------------------------------
+
+from posenc.analysis.stats import (  # noqa: E402
+    aggregate_accuracy, logit_t_interval, paired_by_seed, paired_difference, pooled_wilson, verdict, wilson_interval,
+)
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (1, 10), (7, 20), (20, 20), (481, 512), (3, 1000)])
+@pytest.mark.parametrize("level", [0.95, 0.99])
+def test_wilson_matches_scipy(k, n, level):
+    ref = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    assert wilson_interval(k, n, level) == pytest.approx((ref.low, ref.high), abs=1e-12)
+
+
+def test_pooled_wilson_pools_the_trials_of_every_seed():
+    out = pooled_wilson([0.5, 0.75, 1.0], [4, 8, 2])  # 2 + 6 + 2 = 10 of 14
+    ref = scipy_stats.binomtest(10, 14).proportion_ci(method="wilson")
+    assert out == pytest.approx({"n": 3, "trials": 14, "mean": 10 / 14, "ci95_low": ref.low, "ci95_high": ref.high})
+    assert pooled_wilson([float("nan"), 1.0], [3, 5])["trials"] == 5  # a missing seed takes its trials with it
+
+
+def test_logit_t_interval_is_scipys_t_interval_on_the_logit_scale_and_stays_in_bounds():
+    """The issue's case: a plain t interval on these accuracies runs past 1 ("0.921 [0.596, 1.25]")."""
+    accs = [0.99, 0.97, 0.80]
+    plain = summarize(accs)
+    assert plain["ci95_high"] > 1
+    logits = [math.log(p / (1 - p)) for p in accs]
+    mean, sem = sum(logits) / 3, scipy_stats.sem(logits)
+    low, high = scipy_stats.t.interval(0.95, 2, loc=mean, scale=sem)
+    out = logit_t_interval(accs)
+    assert out == pytest.approx({"n": 3, "mean": sum(accs) / 3, "ci95_low": scipy_stats.logistic.cdf(low),
+                                 "ci95_high": scipy_stats.logistic.cdf(high)}, rel=1e-12)
+    assert 0 < out["ci95_low"] < out["mean"] < out["ci95_high"] < 1
+
+
+def test_logit_t_interval_with_trials_uses_the_empirical_logit_so_0_and_1_stay_finite():
+    accs, n = [1.0, 0.95, 0.0], 20
+    logits = [math.log((p * n + 0.5) / (n - p * n + 0.5)) for p in accs]
+    low, high = scipy_stats.t.interval(0.95, 2, loc=sum(logits) / 3, scale=scipy_stats.sem(logits))
+    out = logit_t_interval(accs, trials=n)
+    assert (out["ci95_low"], out["ci95_high"]) == pytest.approx(tuple(scipy_stats.logistic.cdf([low, high])))
+    assert 0 <= out["ci95_low"] and out["ci95_high"] <= 1
+    with pytest.raises(ValueError, match="exactly 0 or 1 has no logit; pass trials"):
+        logit_t_interval(accs)
+    with pytest.raises(ValueError, match="must lie in \\[0, 1\\]"):
+        logit_t_interval([0.5, 1.2])
+    one = logit_t_interval([0.7])
+    assert one["n"] == 1 and math.isnan(one["ci95_low"])
+
+
+def test_paired_difference_matches_scipys_paired_t_interval():
+    a = {0: 0.81, 1: 0.77, 2: 0.90, 3: 0.85, 4: 0.79}
+    b = {0: 0.70, 1: 0.74, 2: 0.81, 3: 0.80, 4: 0.69, 9: 0.5}  # seed 9 has no partner
+    ref = scipy_stats.ttest_rel([a[s] for s in range(5)], [b[s] for s in range(5)]).confidence_interval(0.95)
+    out = paired_difference(a, b)
+    diffs = [a[s] - b[s] for s in range(5)]
+    assert out == pytest.approx({"n": 5, "mean_diff": sum(diffs) / 5, "std": scipy_stats.tstd(diffs),
+                                 "ci95_low": ref.low, "ci95_high": ref.high, "unpaired": 1}, rel=1e-12)
+    assert verdict(out) == "higher" and verdict(paired_difference(b, a)) == "lower"
+
+
+def test_pairing_by_seed_is_narrower_than_comparing_means_when_seeds_move_together():
+    """Seed effects shared by both arms cancel in the paired differences."""
+    a = {s: 0.5 + 0.1 * s + 0.02 for s in range(4)}
+    b = {s: 0.5 + 0.1 * s + (0.0 if s % 2 else 0.005) for s in range(4)}
+    out = paired_difference(a, b)
+    assert verdict(out) == "higher" and out["ci95_high"] - out["ci95_low"] < 0.05
+    unpaired_low = summarize(list(a.values()))["ci95_low"]
+    assert unpaired_low < summarize(list(b.values()))["ci95_high"]  # the seed-mean intervals overlap
+
+
+def test_paired_by_seed_reads_a_table_and_bounds_clip_the_interval():
+    table = pd.DataFrame({"pe": ["rope"] * 2 + ["alibi"] * 2, "seed": [0, 1, 0, 1],
+                          "accuracy": [0.9, 0.3, 0.1, 0.2]})
+    out = paired_by_seed(table, "pe", "rope", "alibi", "accuracy", bounds=(-1.0, 1.0))
+    raw = paired_difference({0: 0.9, 1: 0.3}, {0: 0.1, 1: 0.2})
+    assert out["n"] == 2 and out["mean_diff"] == pytest.approx(0.45)
+    assert raw["ci95_high"] > 1 and raw["ci95_low"] < -1 and (out["ci95_low"], out["ci95_high"]) == (-1.0, 1.0)
+    assert verdict(out) == "no difference shown"
+    with pytest.raises(ValueError, match="pe='rope' has several rows for one seed"):
+        paired_by_seed(pd.concat([table, table]), "pe", "rope", "alibi", "accuracy")
+    assert verdict(paired_difference({0: 1.0}, {0: 0.0})) == "no difference shown"  # one seed: no interval
+
+
+def test_aggregate_accuracy_carries_seeds_and_both_bounded_intervals():
+    table = pd.DataFrame({"pe": ["rope"] * 3 + ["nope"] * 3, "seed": [0, 1, 2] * 2,
+                          "status": ["completed"] * 5 + ["failed"], "items": [100, 100, 50, 100, 100, 100],
+                          "accuracy": [0.99, 0.97, 0.80, 0.5, 0.6, float("nan")]})
+    out = aggregate_accuracy(table, ["pe"], trials="items").set_index("pe")
+    rope = logit_t_interval([0.99, 0.97, 0.80], [100, 100, 50])
+    wilson = pooled_wilson([0.99, 0.97, 0.80], [100, 100, 50])
+    assert out.loc["rope", ["n", "trials", "failed"]].tolist() == [3, 250, 0]
+    assert out.loc["rope", ["mean", "ci95_low", "ci95_high", "wilson_low", "wilson_high"]].tolist() == pytest.approx(
+        [rope["mean"], rope["ci95_low"], rope["ci95_high"], wilson["ci95_low"], wilson["ci95_high"]])
+    assert out.loc["nope", ["n", "trials", "failed"]].tolist() == [2, 200, 1]
+    assert ((out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] >= 0)
+            & (out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] <= 1)).all().all()
+    no_trials = aggregate_accuracy(table, ["pe"]).set_index("pe")
+    assert math.isnan(no_trials.loc["rope", "wilson_low"]) and no_trials.loc["rope", "n"] == 3

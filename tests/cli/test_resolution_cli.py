@@ -19,7 +19,7 @@ def posenc(*args, cwd):
 def test_resolution_end_to_end(tmp_path, request):
     root = request.config.rootpath
     out = posenc("resolution", "--pe", "learned,nope", "--interp", "bicubic", "--res", "16,32", "--steps", "2",
-                 "--finetune-steps", "1", "-q", "--results-dir", str(tmp_path), *TINY, "resolution.eval_items=8",
+                 "--finetune-steps", "1", "--no-antialias", "-q", "--results-dir", str(tmp_path), *TINY, "resolution.eval_items=8",
                  cwd=root)
     assert out.returncode == 0, out.stderr
     [run_dir] = (tmp_path / "runs").iterdir()
@@ -29,6 +29,7 @@ def test_resolution_end_to_end(tmp_path, request):
         ["learned", "bicubic", 0], ["learned", "bicubic", 1], ["nope", "none", 0], ["nope", "none", 1]]
     assert "| learned | bicubic |" in out.stdout.replace("  ", " ").replace("  ", " ")
     assert (run_dir / "similarity_learned.png").is_file() and (run_dir / "accuracy.png").is_file()
+    assert "  antialias: false\n" in (run_dir / "config.yaml").read_text()  # --no-antialias reached the config
 
 
 def test_train_vit_end_to_end(cli, tmp_path):
@@ -53,6 +54,7 @@ def test_train_vit_with_the_original_learned_table(cli, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["resolution", "--pe", "learned", "--res", "24,30"], "error: resolution=30 is not divisible by model.patch_size=4; use a multiple of 4"),
+    (["resolution", "--pe", "learned", "--interp", "nearest", "--antialias"], "error: resolution.antialias needs method bilinear or bicubic"),
     (["resolution", "--pe", "learned", "--res", "16,abc"], "error: --res '16,abc' is not a comma list of integers"),
     (["resolution", "--pe", "learned", "--interp", "bicubic,cubic"], "error: unknown interpolation method 'cubic'; valid: nearest, bilinear, bicubic, area, clip, extrapolate, interpolate, none"),
     (["resolution", "--pe", "learned,rope"], "error: pe 'rope' is 1D-only and does not fit the ViT's patch grid; use pe=rope2d_axial"),

@@ -148,3 +148,84 @@ def test_a_handler_installed_before_gets_the_signal_after_the_checkpoint_and_may
         signal.signal(signal.SIGTERM, previous)
     assert seen == [signal.SIGTERM] and result.steps == 12
     assert [r["step"] for r in run.read_records()] == list(range(1, 13))
+
+
+class KerpleScores(torch.nn.Module):
+    """Attention scores of one KERPLE head used as logits over keys: the target key of each query
+    is itself, so the loss asks for a larger penalty on distance (r1 and r2 grow)."""
+
+    def __init__(self):
+        super().__init__()
+        from posenc.pe.kerple import KerpleLogPE
+
+        self.pe = KerpleLogPE(n_heads=1)
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[1])
+        return self.pe.bias(pos, pos)[0].expand(x.shape[0], -1, -1)  # (b, s, s)
+
+
+def test_a_kerple_parameter_driven_below_eps_recovers():
+    """Fails on the old behaviour: KERPLE clamped r1 inside the forward pass, so r1 = −0.06 got
+    zero gradient and stayed at −0.06; now the training loop calls ``after_optimizer_step``,
+    which clamps ``.data`` to eps, and the gradient takes r1 back up (as in chijames/KERPLE)."""
+    model = KerpleScores()
+    with torch.no_grad():
+        model.pe.r1.fill_(-0.06)
+    cfg = TrainConfig(steps=150, batch_size=2, seq_len=8, lr=0.01, warmup_steps=0, device="cpu")
+    s = cfg.seq_len
+    train(model, lambda b, g: (torch.zeros(b, s, dtype=torch.long), torch.arange(s).expand(b, s)), cfg, seed=0)
+    assert model.pe.r1.item() > 0.5  # recovers, well past eps
+    assert model.pe.r2.item() >= model.pe.eps
+
+
+# every parameter of these schemes is a position parameter; the ViT adds its cls token
+NO_DECAY = [("lm_tiny", "learned", ["pe.table"]), ("lm_tiny", "t5", ["pe.table"]),
+            ("lm_tiny", "relative", ["pe.table"]), ("lm_tiny", "fire", None), ("lm_tiny", "kerple", None),
+            ("vit_tiny", "learned", ["pe.table", "cls"]), ("vit_tiny", "learned2d", ["pe.rows", "pe.cols", "cls"]),
+            ("vit_tiny", "rope2d_mixed", ["pe.freqs", "cls"]), ("vit_tiny", "rel2d", ["pe.table", "cls"])]
+
+
+@pytest.mark.parametrize("model_name,pe,expected", NO_DECAY)
+def test_weight_decay_spares_position_parameters_cls_token_and_1d_parameters(model_name, pe, expected):
+    """Fails on the old behaviour: every parameter of two or more dimensions was decayed, position
+    tables, rope2d_mixed's frequencies, FIRE's MLP and the cls token included. With lr > 0 and
+    zero gradients AdamW's only move is the decay: the spared parameters stay, the rest shrink
+    by (1 − lr·wd) per step."""
+    from posenc.engine.training import make_optimizer
+
+    setup = build(compose([f"model={model_name}", f"pe={pe}", "model.d_model=16", "model.n_heads=2",
+                           "model.n_layers=1", "model.mlp_hidden=32", "train.weight_decay=0.1", "train.lr=0.5"]))
+    model = setup.model
+    spared = {f"pe.{n}" for n, _ in model.pe.named_parameters()} | ({"cls"} if model_name == "vit_tiny" else set())
+    assert expected is None or spared == set(expected)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = make_optimizer(model, setup.train)
+    for _ in range(3):
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        optimizer.step()
+    shrink = (1 - 0.5 * 0.1) ** 3
+    for name, p in model.named_parameters():
+        if name in spared or p.dim() < 2:
+            assert torch.equal(p, before[name]), name
+        else:
+            torch.testing.assert_close(p.detach(), before[name] * shrink, msg=name)
+
+
+def test_declared_names_are_collected_with_their_module_prefix_and_checked():
+    from posenc.engine.training import no_weight_decay_names
+
+    setup = build(compose(["model=vit_tiny", "pe=learned2d", "model.d_model=16", "model.n_heads=2", "model.n_layers=1"]))
+    assert no_weight_decay_names(setup.model) == {"cls", "pe.rows", "pe.cols"}
+
+    class Wrong(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2, 2))
+
+        def no_weight_decay(self):
+            return {"pos_embed"}
+
+    with pytest.raises(ValueError, match="'pos_embed', which is not one of its parameters \\(w\\)"):
+        no_weight_decay_names(torch.nn.Sequential(Wrong()))

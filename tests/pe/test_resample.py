@@ -22,7 +22,7 @@ def test_matches_torchvision_interpolate_embeddings(mode, new):
     pos = table(8, 8)
     state = OrderedDict({"encoder.pos_embedding": pos.clone()})
     ref = interpolate_embeddings(image_size=new * 16, patch_size=16, model_state=state, interpolation_mode=mode)
-    ours = resample_grid(pos, new, mode=mode, align_corners=True)
+    ours = resample_grid(pos, new, mode=mode, align_corners=True, antialias=False)  # torchvision never antialiases
     assert ours.shape == (1, 1 + new * new, 6)
     torch.testing.assert_close(ours, ref["encoder.pos_embedding"], rtol=0, atol=1e-6)
 
@@ -40,6 +40,35 @@ def test_matches_f_interpolate_on_non_square_grids(mode, antialias):
     # without the batch dimension: the same rows
     torch.testing.assert_close(resample_grid(pos[0], (nh, nw), old_grid=(h, w), num_prefix_tokens=2, mode=mode,
                                              antialias=antialias), ours[0])
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("new", [(4, 4), (3, 5), (12, 12)])
+def test_default_antialiases_smooth_modes_as_timm(mode, new):
+    """Fails on the old behaviour (antialias=False by default): timm's ``resample_abs_pos_embed``
+    antialiases by default, which matters when a table is shrunk (8 -> 4: up to 1.4 on a unit-std
+    table); checked against timm when it is installed, else against F.interpolate(antialias=True)."""
+    pos = table(8, 8, d=16)
+    ours = resample_grid(pos, new, mode=mode)
+    img = pos[:, 1:].reshape(1, 8, 8, 16).permute(0, 3, 1, 2)  # (1, D, H, W)
+    ref = F.interpolate(img, size=new, mode=mode, antialias=True).permute(0, 2, 3, 1).reshape(1, -1, 16)
+    torch.testing.assert_close(ours, torch.cat((pos[:, :1], ref), dim=1), rtol=0, atol=0)
+    if new == (4, 4):
+        plain = resample_grid(pos, new, mode=mode, antialias=False)
+        assert float((ours - plain).abs().max()) > 0.5  # downsampling: antialiasing changes the table
+    try:
+        from timm.layers import resample_abs_pos_embed
+    except ImportError:
+        return
+    torch.testing.assert_close(ours, resample_abs_pos_embed(pos, list(new), interpolation=mode), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "area"])
+def test_modes_without_an_antialiased_form_ignore_the_default(mode):
+    pos = table(8, 8)
+    img = pos[:, 1:].reshape(1, 8, 8, 6).permute(0, 3, 1, 2)
+    ref = F.interpolate(img, size=(4, 4), mode=mode).permute(0, 2, 3, 1).reshape(1, 16, 6)
+    torch.testing.assert_close(resample_grid(pos, 4, mode=mode)[:, 1:], ref, rtol=0, atol=0)
 
 
 def test_same_grid_is_identity_and_prefix_rows_untouched():

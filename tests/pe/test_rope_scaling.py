@@ -159,3 +159,26 @@ def test_longrope_needs_lists_of_the_rotary_length():
         LongRoPE(short_factor=[1.0] * 8, long_factor=[2.0] * 7).check(RoPE(head_dim=16))
     with pytest.raises(ConfigError, match="positive numbers"):
         LongRoPE(short_factor=[1.0] * 7 + [0.0], long_factor=[2.0] * 8)
+
+
+@pytest.mark.parametrize("max_pos", [ORIGINAL, 4 * ORIGINAL, 32 * ORIGINAL])
+@pytest.mark.parametrize("seq_len", [ORIGINAL // 2, ORIGINAL, ORIGINAL + 1, 8 * ORIGINAL])
+def test_longrope_without_factor_has_one_attention_factor_at_every_length_as_transformers(max_pos, seq_len):
+    """Fails on the old behaviour: with ``factor: null`` the attention factor followed the
+    evaluated length (1.0 at or below L₀); Hugging Face takes s = max_position_embeddings /
+    original_max_position_embeddings once, so it is √(1 + ln s / ln L₀) at every length."""
+    short, long = lambdas(8, 0), lambdas(8, 1)
+    params = {"rope_type": "longrope", "original_max_position_embeddings": ORIGINAL, "short_factor": short,
+              "long_factor": long}
+    inv_ref, att_ref = ROPE_INIT_FUNCTIONS["longrope"](hf_config(16, params, max_pos=max_pos), None, seq_len=seq_len)
+    scale = LongRoPE(original_length=ORIGINAL, short_factor=short, long_factor=long, max_position=max_pos)
+    inv, att = scale.frequencies(16, 10000.0, seq_len)
+    torch.testing.assert_close(inv, inv_ref, rtol=1e-6, atol=0)
+    assert att == pytest.approx(att_ref, rel=1e-12)
+    s = max_pos / ORIGINAL
+    assert att == pytest.approx(math.sqrt(1 + math.log(s) / math.log(ORIGINAL)))
+
+
+def test_longrope_max_position_must_be_positive():
+    with pytest.raises(ConfigError, match="scale.max_position must be >= 1 or null, got 0"):
+        LongRoPE(short_factor=[1.0] * 8, long_factor=[2.0] * 8, max_position=0)

@@ -39,9 +39,24 @@ def test_sincos2d_exact_values_and_relative_dot_products():
         SinCos2D(dim=6)
 
 
-def test_learned2d_adds_row_and_column_and_resamples():
+def test_learned2d_concatenates_half_width_column_and_row_tables_by_default():
+    """Fails on the old behaviour, which summed two full-width tables: the ViT paper (App. D.4)
+    concatenates an X and a Y embedding of D/2 each, so the first half of a patch's embedding
+    depends on its column only and the second half on its row only."""
     torch.manual_seed(0)
-    pe = LearnedPE2D(dim=4, grid=3)
+    pe = LearnedPE2D(dim=6, grid=3)
+    assert pe.combine == "concat" and pe.rows.shape == pe.cols.shape == (3, 3)
+    pos = torch.tensor([[2, 1], [0, 2]])  # (row, col)
+    torch.testing.assert_close(pe.embedding(pos), torch.stack((torch.cat((pe.cols[1], pe.rows[2])),
+                                                               torch.cat((pe.cols[2], pe.rows[0])))))
+    e = pe.embedding(patch_positions(3)).reshape(3, 3, 6)  # (row, col, d)
+    assert torch.equal(e[0, :, :3], e[2, :, :3]) and torch.equal(e[:, 0, 3:], e[:, 2, 3:])
+
+
+def test_learned2d_sums_full_width_tables_on_request_and_resamples():
+    torch.manual_seed(0)
+    pe = LearnedPE2D(dim=4, grid=3, combine="sum")
+    assert pe.rows.shape == pe.cols.shape == (3, 4)
     pos = torch.tensor([[2, 1], [0, 2]])
     torch.testing.assert_close(pe.embedding(pos), torch.stack((pe.rows[2] + pe.cols[1], pe.rows[0] + pe.cols[2])))
     with pytest.raises(PositionOutOfRange, match="past the learned2d grid 3x3"):
@@ -51,6 +66,23 @@ def test_learned2d_adds_row_and_column_and_resamples():
     assert pe.grid == (5, 2)
     torch.testing.assert_close(pe.rows.detach(), resample_grid(rows, (5, 1), old_grid=(3, 1), num_prefix_tokens=0,
                                                                mode="bilinear"))
+
+
+@pytest.mark.parametrize("kwargs,match", [({"combine": "mean"}, "pe.combine 'mean' .*valid: concat, sum"),
+                                          ({"dim": 5}, "pe.combine=concat needs an even width .* got 5")])
+def test_learned2d_bad_settings(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        LearnedPE2D(**{"dim": 4, "grid": 3, **kwargs})
+
+
+@pytest.mark.parametrize("combine,width", [("concat", 8), ("sum", 16)])
+def test_learned2d_combine_is_a_config_key(combine, width):
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
+
+    overrides = ["model=vit_tiny", "pe=learned2d", "model.d_model=16", "model.n_heads=2", "model.n_layers=1"]
+    pe = build(compose([*overrides, *([] if combine == "concat" else ["pe.combine=sum"])])).model.pe
+    assert pe.combine == combine and pe.rows.shape == (8, width)
 
 
 def test_rel2d_bias_reads_the_offset_table_and_clips():
@@ -78,7 +110,8 @@ def test_rel2d_resample_to_a_new_grid():
     assert torch.equal(pe.table.detach(), old)  # same grid: identity
     pe.resample_((6, 5), mode="bicubic")
     assert pe.table.shape == (3, 11, 9) and pe.grid == (6, 5)
-    ref = torch.nn.functional.interpolate(old[None], size=(11, 9), mode="bicubic", align_corners=False)[0]
+    # antialiased by default, as timm's resample_relative_position_bias_table
+    ref = torch.nn.functional.interpolate(old[None], size=(11, 9), mode="bicubic", align_corners=False, antialias=True)[0]
     torch.testing.assert_close(pe.table.detach(), ref, rtol=0, atol=1e-6)
 
 

@@ -42,3 +42,23 @@ def test_bias_reads_the_table_at_key_minus_query_bucket():
 def test_bad_settings(kwargs):
     with pytest.raises(ConfigError, match="pe.num_buckets|pe.max_distance"):
         T5BiasPE(n_heads=2, **kwargs)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_configured_model_buckets_as_hf_t5_for_its_attention(causal):
+    """Fails on the old behaviour for ``causal=False``: ``configs/pe/t5.yaml`` fixed
+    ``bidirectional: false``, so in a bidirectional model every future key shared the distance-0
+    bucket. The built model's bias must read the table at Hugging Face's buckets, bidirectional
+    (the T5 encoder's) exactly when the model has no causal mask."""
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
+
+    setup = build(compose(["pe=t5", f"model.causal={str(causal).lower()}", "model.d_model=16", "model.n_heads=2",
+                           "model.n_layers=1", "pe.num_buckets=16", "pe.max_distance=40"]))
+    pe = setup.model.pe
+    assert pe.bidirectional is (not causal)
+    pos = torch.arange(60)
+    relative = pos[None, :] - pos[:, None]  # (s_q, s_k) key minus query
+    buckets = T5Attention._relative_position_bucket(relative, not causal, 16, 40)
+    assert_close(pe.bias(pos, pos), pe.table[buckets].permute(2, 0, 1))
+    assert (len(set(buckets[0, 1:].tolist())) > 1) is (not causal)  # causal: future keys all in bucket 0
