@@ -17,6 +17,8 @@ class LearnedPE2D(PositionScheme):
     """``grid`` x ``dim`` row table plus ``grid`` x ``dim`` column table, added to the patches."""
 
     adds_embedding = True
+    encodes = "absolute"
+    counterpart = "learned"
     ndim = 2
     grid_methods = MODES
 
