@@ -48,7 +48,8 @@ def c1(tables: Tables, meta: Meta) -> Section:
     if t is None:
         s.lines = missing("order")
         return s
-    s.lines = ["Test: `posenc order` — the relative change ‖f(Px) − P·f(x)‖/‖f(x)‖ over the random permutations, at "
+    count = f"{int(t['order.permutations'].max())} " if "order.permutations" in t else ""
+    s.lines = [f"Test: `posenc order` — the relative change ‖f(Px) − P·f(x)‖/‖f(x)‖ over {count}random permutations, at "
                "initialization and after training on the order task (same tokens, label depends only on order); "
                "table `suite/order.csv`, plot `suite/order.png`.", "", md(order_summary(t)), ""]
     bidir = t[t["attention"] == "bidirectional"]

@@ -233,9 +233,9 @@ def nope(tables: Tables, meta: Meta) -> Section:
                          + ("" if verdict == "yes" else " " + paper.say("why_not",
                                                                         **about(meta, "extrapolation_passkey", p))))
     if t is not None:
-        rivals = [pe for pe in as_trained(t)["pe"].unique() if pe != subject]
+        rivals = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique() if pe != subject}
         lines.append(f"Text: {subject} rises by {rise(t, subject)} bits per byte at {multiple(t)}; "
-                     + ", ".join(f"{pe} by {rise(t, pe)}" for pe in rivals) + ".")
+                     + ", ".join(f"{pe} by {e}" for pe, e in rivals.items() if e.n) + ".")
     s.lines = lines
     return s
 

@@ -177,6 +177,31 @@ def test_a_bad_select_in_a_suite_file_is_one_line(tmp_path, select, message):
     assert not (tmp_path / "r").exists()
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _body(report: Path) -> str:
+    return report.read_text().rsplit("\n---\nWritten ", 1)[0]
+
+
+def test_the_committed_report_is_what_the_code_writes_from_the_committed_tables(tmp_path):
+    result = runner.invoke(app, ["suite", "--report-from", str(ROOT / "results" / "suite"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert _body(tmp_path / "REPORT.md") == _body(ROOT / "results" / "REPORT.md")
+    for name in ("extrapolation_text", "resolution", "check"):
+        assert (tmp_path / "suite" / f"{name}.csv").read_text() == (ROOT / "results" / "suite" / f"{name}.csv").read_text()
+
+
+def test_a_report_folder_without_a_table_it_names_is_one_line(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "suite.json").write_text(json.dumps({"suite": "x", "tables": ["order"]}))
+    result = runner.invoke(app, ["suite", "--report-from", str(folder), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: '{folder}': suite.json names the table order.csv, which is not there"
+    assert not (tmp_path / "out").exists()
+
+
 def test_list_names_the_suites():
     result = runner.invoke(app, ["list", "suite"])
     assert result.exit_code == 0, result.output
