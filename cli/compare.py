@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -16,18 +17,22 @@ def compare(
     baseline: Annotated[str | None, typer.Option(
         help="Rows to difference against: one of the inputs, or key=value[,key=value] (e.g. pe=nope).")] = None,
     metrics: Annotated[str | None, typer.Option(help="Comma-separated metric columns (default: every float column).")] = None,
+    runs: Annotated[bool, typer.Option(
+        "--runs", help="One row per run; by default runs that differ only by seed fold into one row per "
+                       "configuration: mean [95% interval] over the seeds.")] = False,
     out: Annotated[list[Path] | None, typer.Option(
         "--out", "-o", help="Export the table; format by extension: .csv, .md, .tex (repeatable).")] = None,
 ) -> None:
-    """Join the tables of runs on the config keys that differ and show the differences against
-    a baseline.
+    """Join the tables of runs on the config keys that differ, one row per configuration with the
+    mean and 95% interval over seeds (--runs: every run), and show the differences against a
+    baseline (paired by seed before they are averaged).
 
     Example: posenc compare results/sweeps/20250101-120000-pe-seed --baseline pe=nope -o cmp.md
     """
     with user_errors():
-        from posenc.reporting.compare import differences, export, load, metric_columns, select
         from posenc.core.errors import UserError
         from posenc.core.text import split_list
+        from posenc.reporting.compare import differences, export, load, metric_columns, per_configuration, select
 
         table, keys = load(inputs)
         available = metric_columns(table, keys)
@@ -41,30 +46,63 @@ def compare(
         shown = table[[c for c in table.columns if c not in available or c in chosen]]
         if baseline is not None:
             shown = differences(shown, select(shown, baseline, inputs), chosen)
+        measured = [c for c in shown.columns if c in chosen or str(c).startswith("Δ ")]
+        if not runs and "seed" in shown.columns:
+            shown = per_configuration(shown, measured)
+            keys = [k for k in keys if k not in ("seed", "run")] + ["seeds"]
         for path in out or []:
             export(shown, path)
-    _print(shown, keys, chosen)
+    _print(shown, keys, measured)
     for path in out or []:
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
 
+def _cell(row, column: str) -> str:
+    """A metric as ``mean [low, high]`` where the table has its interval, else the value."""
+    from posenc.reporting.compare import HIGH, LOW
+
+    v = row[column]
+    if not isinstance(v, float):
+        return str(v)
+    text = f"{v:+.4g}" if column.startswith("Δ") else f"{v:.4g}"
+    low, high = row.get(f"{column}{LOW}"), row.get(f"{column}{HIGH}")
+    if low is not None and not math.isnan(low):
+        text += f" [{low:.3g}, {high:.3g}]"
+    if column.startswith("Δ") and not math.isnan(v) and v != 0:
+        return f"[{'green' if v < 0 else 'red'}]{text}[/]"
+    return text
+
+
 def _print(table, keys, metrics) -> None:
-    """Keys, then metrics and differences; columns equal on every row are left to the exports."""
+    """Keys, then metrics and differences, in as many stacked tables as the terminal's width
+    needs (each repeats the keys), so that no header is cut; columns equal on every row and the
+    interval columns (shown inside their metric's cell) are left to the exports."""
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    keep = [c for c in table.columns if c in keys and c != "run" or c in metrics or str(c).startswith("Δ")
-            or c != "run" and table[c].astype(str).nunique() > 1]
-    table = table[keep + ["run"]]
+    from posenc.reporting.compare import HIGH, LOW
 
-    view = Table(show_header=True, header_style="bold")
-    for c in table.columns:
-        view.add_column(str(c), justify="left" if c in keys else "right")
-    for row in table.itertuples(index=False):
-        cells = []
-        for c, v in zip(table.columns, row):
-            text = f"{v:+.4g}" if str(c).startswith("Δ") and isinstance(v, float) else (
-                f"{v:.4g}" if isinstance(v, float) else str(v))
-            cells.append(f"[green]{text}[/]" if str(c).startswith("Δ") and isinstance(v, float) and v < 0 else
-                         f"[red]{text}[/]" if str(c).startswith("Δ") and isinstance(v, float) and v > 0 else text)
-        view.add_row(*cells)
-    console.print(view)
+    plain = [c for c in table.columns if c in metrics and not str(c).startswith("Δ ")]
+    shown = [x for c in plain for x in (c, f"Δ {c}") if x in table.columns]  # each difference beside its metric
+    front = [c for c in table.columns if c not in shown and c not in ("run", "seeds") and not str(c).endswith((LOW, HIGH))
+             and (c in keys or table[c].astype(str).nunique() > 1)]
+    front += [c for c in ("seeds", "run") if c in table.columns]
+    cells = {c: [_cell(row, c) if c in shown else escape(str(row[c])) for _, row in table.iterrows()]
+             for c in front + shown}
+    width = {c: max([len(str(c)), *(Text.from_markup(x).cell_len for x in cells[c])]) for c in cells}
+    budget = console.width - 1 - sum(width[c] + 3 for c in front)
+    parts, used = [[]], 0
+    for c in shown:
+        if parts[-1] and used + width[c] + 3 > budget:
+            parts.append([])
+            used = 0
+        parts[-1].append(c)
+        used += width[c] + 3
+    for part in parts:
+        view = Table(show_header=True, header_style="bold")
+        for c in front + part:
+            view.add_column(str(c), justify="left" if c in front else "right", min_width=width[c], no_wrap=True)
+        for i in range(len(table)):
+            view.add_row(*(cells[c][i] for c in front + part))
+        console.print(view)

@@ -2,14 +2,17 @@
 
 A suite is a YAML file in ``configs/suite/`` (``quick``, ``full``): seeds, a default launcher,
 and named sweeps, each a list of sweep overrides (``pe=nope,rope``) to which ``seed=…`` is
-added. Running it makes one folder::
+added. A sweep may pick the options of a group by what their classes say instead of by name
+(``select: {pe: {ndim: 1}}``: every 1D scheme, so a new one joins with no edit; a list is a
+union of such filters and option names). Running it makes one folder::
 
     <root>/suites/<timestamp>-<suite>/
-        suite.json       the suite, its seeds and launcher, each sweep's jobs and folder, timings
+        suite.json       the suite, its seeds and launcher, each sweep's jobs, folder, model and timings
         sweeps/<…>/      one ``posenc sweep`` folder per sweep (jobs, runs.md, stats.md)
 
 ``collect`` gathers every sweep's rows into one long table per sweep (one row per table row of
-every job, with its seed), which ``posenc.reporting.reference_report`` turns into results/REPORT.md.
+every job, with its seed), which ``posenc.reporting.reference_report`` turns into results/REPORT.md;
+it reads the report's own ``suite/`` folder back as well (its ``suite.json`` names its tables).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from posenc.engine.config import config_root, list_options
+from posenc.engine.config import config_root, list_options, option_class, options_where
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import write_json
 from posenc.engine.results import make_unique_dir
@@ -40,6 +43,7 @@ class SweepSpec:
     name: str
     description: str
     overrides: list[str]
+    select: dict[str, Any] = field(default_factory=dict)  # group -> filter on its classes' facts, names, or a list
 
 
 @dataclass
@@ -55,8 +59,9 @@ class Suite:
 @dataclass
 class PlannedSweep:
     spec: SweepSpec
-    overrides: list[str]  # the spec's, then seed=…
+    overrides: list[str]  # the selected options, the spec's, the caller's, then seed=…
     jobs: list[list[str]] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)  # the first job's model and training size
 
 
 def _flat(items: Sequence[Any]) -> list[str]:
@@ -84,13 +89,53 @@ def load(name: str) -> Suite:
     except yaml.YAMLError as e:
         raise ConfigError(f"suite '{name}' is not valid YAML: {str(e).splitlines()[0]}") from None
     try:
-        sweeps = [SweepSpec(key, str(s.get("description", "")), _flat(s["overrides"]))
+        sweeps = [SweepSpec(key, str(s.get("description", "")), _flat(s.get("overrides", [])), dict(s.get("select") or {}))
                   for key, s in node["sweeps"].items()]
         return Suite(name, str(node.get("description", "")), [int(s) for s in node["seeds"]],
                      str(node.get("launcher", "basic")), _flat(node.get("launcher_overrides", [])), sweeps)
     except (KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"configs/suite/{name}.yaml: malformed ({type(e).__name__}: {e}); it needs "
                           "seeds and sweeps: {name: {overrides: [...]}}") from None
+
+
+def _facts(group: str) -> list[str]:
+    """The facts the classes of a group declare (``ClassVar`` attributes: ``ndim``, ``encodes``, …)."""
+    found = {name for option in list_options(group) for cls in option_class(group, option).__mro__
+             for name, hint in vars(cls).get("__annotations__", {}).items() if "ClassVar" in str(hint)}
+    return sorted(found)
+
+
+def selected(group: str, selector: Any, where: str) -> list[str]:
+    """The options of ``group`` a sweep's ``select`` picks: a mapping of facts that must all hold
+    (``{ndim: 1}``), an option name, or a list of these (their union), in the group's order."""
+    options = list_options(group)
+    names: set[str] = set()
+    for item in selector if isinstance(selector, list) else [selector]:
+        if isinstance(item, str):
+            if item not in options:
+                raise ConfigError(f"{where}: unknown {group} '{item}'; valid: {', '.join(options)}")
+            names.add(item)
+        elif isinstance(item, dict) and item:
+            facts = _facts(group)
+            for key in item:
+                if key not in facts:
+                    raise ConfigError(f"{where}: {group} classes have no fact '{key}'; valid: {', '.join(facts)}")
+            names |= set(options_where(group, lambda c: all(getattr(c, k, None) == v for k, v in item.items())))
+        else:
+            raise ConfigError(f"{where}: select {group} takes facts ({{ndim: 1}}), option names or a list of them, "
+                              f"not {item!r}")
+    if not names:
+        raise ConfigError(f"{where}: select {group} {selector} matches no option")
+    return [n for n in options if n in names]
+
+
+def model_size(job: Sequence[str]) -> dict[str, Any]:
+    """The model and training size a job composes to (what the report says it trained)."""
+    from posenc.engine.config import compose
+
+    cfg = compose(job)
+    return {"name": cfg.choices.model, **{k: cfg.model[k] for k in ("d_model", "n_layers", "n_heads") if k in cfg.model},
+            "steps": cfg.train.steps, "seq_len": cfg.train.seq_len}
 
 
 def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
@@ -111,13 +156,15 @@ def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] |
     for spec in suite.sweeps:
         if only and spec.name not in only:
             continue
-        overrides = [*spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
+        where = f"suite sweep {spec.name}"
+        chosen = [f"{group}={','.join(selected(group, selector, where))}" for group, selector in spec.select.items()]
+        overrides = [*chosen, *spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
         jobs = expand(overrides)
         try:
             check_jobs(jobs)
         except ConfigError as e:
-            raise ConfigError(f"suite sweep {spec.name}: {e}") from None
-        planned.append(PlannedSweep(spec, overrides, jobs))
+            raise ConfigError(f"{where}: {e}") from None
+        planned.append(PlannedSweep(spec, overrides, jobs, model_size(jobs[0])))
     return planned
 
 
@@ -146,7 +193,7 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
     write_json(path / SUITE_FILE, {
         "suite": suite.name, "description": suite.description, "launcher": launcher,
         "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
-        "sweeps": {p.spec.name: {"description": p.spec.description, "overrides": p.overrides,
+        "sweeps": {p.spec.name: {"description": p.spec.description, "overrides": p.overrides, "model": p.model,
                                  "jobs": len(p.jobs), "dir": None, "seconds": None} for p in planned},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "seconds": None,
     })
@@ -158,7 +205,7 @@ def read(suite_dir: Path) -> dict[str, Any]:
 
     path = Path(suite_dir) / SUITE_FILE
     if not path.is_file():
-        raise UserError(f"'{suite_dir}' is not a suite directory (no {SUITE_FILE})")
+        raise UserError(f"'{suite_dir}' is not a suite directory or a report's suite/ folder (no {SUITE_FILE})")
     return json.loads(path.read_text())
 
 
@@ -172,11 +219,17 @@ def record(suite_dir: Path, sweep: str | None = None, **fields: Any) -> None:
 def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
     """Each finished sweep's long table (and its side tables such as ``resolution_similarity``),
     without the sizing overrides (``model.*``, ``train.*``, ``eval.*``, ``task.*``) that are the
-    same in every row."""
+    same in every row. A report's ``suite/`` folder gives back the tables it holds."""
     from posenc.launch.sweep import long_table
 
+    saved = read(suite_dir)
+    if "tables" in saved:  # written by posenc.reporting.reference_report.write_report
+        lost = [name for name in saved["tables"] if not (Path(suite_dir) / f"{name}.csv").is_file()]
+        if lost:
+            raise UserError(f"'{suite_dir}': {SUITE_FILE} names the table {lost[0]}.csv, which is not there")
+        return {name: pd.read_csv(Path(suite_dir) / f"{name}.csv") for name in saved["tables"]}
     tables = {}
-    for name, sweep in read(suite_dir)["sweeps"].items():
+    for name, sweep in saved["sweeps"].items():
         if not sweep.get("dir"):
             continue
         folder = Path(suite_dir) / sweep["dir"]

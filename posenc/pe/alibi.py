@@ -39,6 +39,8 @@ class AlibiPE(PositionScheme):
     """Fixed linear distance penalty per head; defined at every length."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "alibi2d"
 
     def __init__(self, n_heads: int, randomized: bool = False, randomized_max: int = 2048) -> None:
         super().__init__()

@@ -19,6 +19,8 @@ class ALiBi2D(PositionScheme):
     """bias[h, i, j] = −slope_h · ‖p_i − p_j‖₂, defined for any (row, col), integer or not."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "alibi"
     ndim = 2
     grid_methods = COORDINATE_METHODS
 

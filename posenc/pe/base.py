@@ -36,12 +36,18 @@ class PositionScheme(nn.Module):
 
     ``ndim`` is the number of coordinates per position (1 for text, 2 for patch grids);
     ``max_positions`` is the number of positions a scheme can represent, or None if unbounded.
+    ``encodes`` is what the scheme tells attention about a position: ``"nothing"`` (NoPE),
+    ``"absolute"`` (an embedding of the position itself) or ``"relative"`` (a function of the
+    distance between query and key); ``counterpart`` is the config option of the same family for
+    the other kind of model (text <-> patches), or None when the family has no such member.
     """
 
     adds_embedding: ClassVar[bool] = False
     rotates_qk: ClassVar[bool] = False
     adds_bias: ClassVar[bool] = False
     ndim: ClassVar[int] = 1
+    encodes: ClassVar[str] = "nothing"
+    counterpart: ClassVar[str | None] = None
     max_positions: int | None = None
     randomized: bool = False
     randomized_max: int | None = None

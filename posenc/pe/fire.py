@@ -46,6 +46,8 @@ class FirePE(PositionScheme):
     """Learned MLP bias over the log-transformed, query-normalised distance."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "rel2d"
 
     def __init__(
         self,

@@ -29,6 +29,8 @@ class KerpleLogPE(PositionScheme):
     """Learned logarithmic distance penalty per head."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "alibi2d"
 
     def __init__(self, n_heads: int, eps: float = 1e-2, randomized: bool = False, randomized_max: int = 2048) -> None:
         super().__init__()

@@ -16,6 +16,8 @@ class LearnedPE(PositionScheme):
     """``max_len`` x ``dim`` table added to the input, initialised N(0, ``init_std``²)."""
 
     adds_embedding = True
+    encodes = "absolute"
+    counterpart = "learned2d"
 
     def __init__(self, dim: int, max_len: int, init_std: float = 0.02, randomized: bool = False,
                  randomized_max: int = 2048) -> None:

@@ -24,6 +24,8 @@ class LearnedPE2D(PositionScheme):
     added to the patches."""
 
     adds_embedding = True
+    encodes = "absolute"
+    counterpart = "learned"
     ndim = 2
     grid_methods = MODES
 

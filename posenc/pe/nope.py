@@ -12,6 +12,8 @@ from posenc.pe.base import PositionScheme
 class NoPE(PositionScheme):
     """No position signal; ``ndim`` only declares which models it is used with."""
 
+    counterpart = "nope"  # the same option serves both kinds of model (pe.ndim tells which)
+
     def __init__(self, ndim: int = 1) -> None:
         super().__init__()
         self.ndim = ndim

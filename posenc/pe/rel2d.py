@@ -23,6 +23,8 @@ class RelativeBias2D(PositionScheme):
     """A (n_h, 2H−1, 2W−1) bias table indexed by clipped (Δrow, Δcol)."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "relative"
     ndim = 2
     grid_methods = (*MODES, "clip")
 

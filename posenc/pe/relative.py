@@ -26,6 +26,8 @@ class RelativeBiasPE(PositionScheme):
     """A (2K+1, n_h) table of biases indexed by the clipped distance, initialised N(0, ``init_std``²)."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "rel2d"
 
     def __init__(
         self,

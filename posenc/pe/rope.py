@@ -64,6 +64,8 @@ class RoPE(PositionScheme):
     """
 
     rotates_qk = True
+    encodes = "relative"
+    counterpart = "rope2d_axial"
 
     def __init__(
         self,

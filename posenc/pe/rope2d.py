@@ -49,6 +49,8 @@ class RoPE2D(PositionScheme):
     """Rotary embedding of Q and K by (row, col); ``mode`` is ``axial`` or ``mixed``."""
 
     rotates_qk = True
+    encodes = "relative"
+    counterpart = "rope"
     ndim = 2
     grid_methods = COORDINATE_METHODS
 

@@ -7,6 +7,11 @@ leaves every scheme as trained. The factor, when not given, is
 max(1, evaluated length / ``original_length``), so at or below the training length every scale
 is the identity; LongRoPE instead takes s = ``max_position`` / ``original_length``, one fixed
 factor at every length as Hugging Face does, and its ``short_factor`` applies at every length.
+
+Facts on each class: ``hf_rope_type`` is Hugging Face's ``rope_type`` for the same rescaling
+(None: Hugging Face has none), ``length_dependent`` says the frequencies depend on the evaluated
+length beyond the factor (dynamic NTK; LongRoPE's short/long switch), so a loaded model must
+re-apply the scale at every forward pass.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ class NoScale:
     """Evaluate the scheme as trained (a learned table past its length is an error)."""
 
     acts_on: ClassVar[str] = "every scheme"
+    hf_rope_type: ClassVar[str | None] = "default"
+    length_dependent: ClassVar[bool] = False
 
     @classmethod
     def applies(cls, pe: PositionScheme) -> bool:
@@ -78,6 +85,8 @@ class _RopeScale(NoScale):
 class PI(_RopeScale):
     """Position Interpolation (Chen et al. 2023): θ_i / s."""
 
+    hf_rope_type = "linear"
+
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.linear_frequencies(rot_dim, base, self.factor_for(length))
 
@@ -85,6 +94,8 @@ class PI(_RopeScale):
 @dataclass
 class NTK(_RopeScale):
     """Static NTK-aware base change: base · s^(r/(r−2))."""
+
+    hf_rope_type = None
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.ntk_frequencies(rot_dim, base, self.factor_for(length))
@@ -95,6 +106,9 @@ class DynamicNTK(_RopeScale):
     """Dynamic NTK: the base recomputed for each evaluated length; ``factor`` is Hugging Face's
     multiplier (1: exactly the NTK base for s = length / original_length)."""
 
+    hf_rope_type = "dynamic"
+    length_dependent = True
+
     factor: float | None = 1.0
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
@@ -104,6 +118,8 @@ class DynamicNTK(_RopeScale):
 @dataclass
 class YaRN(_RopeScale):
     """YaRN (Peng et al. 2023): NTK-by-parts ramp between beta_fast and beta_slow, temperature."""
+
+    hf_rope_type = "yarn"
 
     beta_fast: float = 32.0
     beta_slow: float = 1.0
@@ -127,6 +143,8 @@ class YaRN(_RopeScale):
 @dataclass
 class Llama3(_RopeScale):
     """Llama 3.1: interpolate long wavelengths, keep short ones, smooth band between."""
+
+    hf_rope_type = "llama3"
 
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
@@ -152,6 +170,8 @@ class LongRoPE(_RopeScale):
     same at every evaluated length, as in transformers' ``_compute_longrope_parameters``.
     """
 
+    hf_rope_type = "longrope"
+    length_dependent = True
     requires: ClassVar[tuple[str, ...]] = ("short_factor", "long_factor")  # no default exists
     short_factor: Sequence[float] | None = None
     long_factor: Sequence[float] | None = None
@@ -211,6 +231,7 @@ def interpolate_table(table: torch.Tensor, length: int) -> torch.Tensor:
 
 class _TableScale(NoScale):
     acts_on: ClassVar[str] = "learned position tables (pe=learned)"
+    hf_rope_type = None
 
     @classmethod
     def applies(cls, pe: PositionScheme) -> bool:

@@ -31,6 +31,8 @@ class SinCos2D(PositionScheme):
     """Fixed 2D sin-cos table, defined for every (row, col), integer or not."""
 
     adds_embedding = True
+    encodes = "absolute"
+    counterpart = "sinusoidal"
     ndim = 2
     grid_methods = COORDINATE_METHODS
 

@@ -44,6 +44,8 @@ class SinusoidalPE(PositionScheme):
     """
 
     adds_embedding = True
+    encodes = "absolute"
+    counterpart = "sincos2d"
 
     def __init__(self, dim: int, base: float = 10000.0, scale: float = 1.0, randomized: bool = False,
                  randomized_max: int = 2048) -> None:

@@ -47,6 +47,8 @@ class T5BiasPE(PositionScheme):
     """A (num_buckets, n_h) table of biases indexed by ``t5_bucket``, initialised N(0, ``init_std``²)."""
 
     adds_bias = True
+    encodes = "relative"
+    counterpart = "rel2d"
 
     def __init__(
         self,

@@ -42,6 +42,8 @@ class XPos(PositionScheme):
     """RoPE rotation plus ζ^(n/B) on queries and ζ^(−m/B) on keys."""
 
     rotates_qk = True
+    encodes = "relative"
+    counterpart = "rope2d_axial"
 
     def __init__(
         self,

@@ -3,7 +3,9 @@
 A run directory contributes its ``table.csv`` rows, a sweep folder the rows of every run it
 holds, a CSV file its rows as they are. Rows of runs carry the config keys whose values differ
 between the runs (a group picked with ``pe=…`` shows as ``pe``, not as every ``pe.*`` value it
-implies); the metrics are the float columns the inputs share.
+implies); the metrics are the float columns the inputs share. ``per_configuration`` folds the
+seeds of each configuration into one row: n and, per metric, the mean and its 95% Student-t
+interval (as a sweep's ``stats.csv``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from posenc.analysis.stats import summarize
 from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text
 from posenc.engine.results import RunDir, flatten
@@ -80,6 +83,26 @@ def load(inputs: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
 
 def metric_columns(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     return [c for c in table.columns if c not in keys and pd.api.types.is_float_dtype(table[c])]
+
+
+LOW, HIGH = " ci95_low", " ci95_high"  # suffixes of a metric's interval columns
+
+
+def per_configuration(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """One row per configuration (the columns that are neither metrics nor ``seed`` nor ``run``):
+    ``seeds`` (how many rows it folds) and, per metric, its mean over them with the 95% interval
+    in ``<metric> ci95_low`` and ``<metric> ci95_high`` (NaN with one seed)."""
+    keys = [c for c in table.columns if c not in metrics and c not in ("seed", "run")]
+    groups = table.groupby(keys, dropna=False, sort=False) if keys else [((), table)]
+    rows = []
+    for group, part in groups:
+        row = dict(zip(keys, group if isinstance(group, tuple) else (group,)))
+        row["seeds"] = part["seed"].nunique() if "seed" in part else len(part)
+        for m in metrics:
+            s = summarize(part[m].tolist())
+            row |= {m: s["mean"], f"{m}{LOW}": s["ci95_low"], f"{m}{HIGH}": s["ci95_high"]}
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def select(table: pd.DataFrame, spec: str, inputs: Sequence[Path]) -> pd.Series:

@@ -1,88 +1,90 @@
-"""The reference suite's tables beside the published findings they mirror: the ViT paper's
-position-embedding ablation, ALiBi, Position Interpolation, YaRN, RoPE-ViT and NoPE.
+"""The reference suite's tables beside the published findings they mirror (``configs/findings.yaml``:
+the ViT paper's position-embedding ablation, ALiBi, Position Interpolation, YaRN, RoPE-ViT, NoPE).
 
-Each section states the published result, our numbers with their 95% intervals, and an
-**Agrees:** verdict computed from the intervals (yes, partly, no); where tiny scale disagrees it
-says why we think it does.
+Each section states the published result with its citation, our numbers with their 95% intervals,
+and an **Agrees:** verdict computed from the intervals (yes, partly, no) with the data file's
+thresholds; where we disagree it adds the data file's reason, filled in with the suite's own
+model, lengths and seeds. The papers' own subjects come from the data file; every other scheme in
+a table takes part by what its class encodes.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
-from posenc.reporting.claims import (
-    Estimate, Section, Tables, completed, difference, estimate, ext_table, lengths, md, missing, multiple, pixels,
-    rise, select, train_px,
+from posenc.reporting.estimates import Estimate, completed, difference, estimate, paired, select
+from posenc.reporting.literature import finding
+from posenc.reporting.tables import (
+    Meta, Section, Tables, about, as_trained, encoding, ext_table, lengths, md, missing, multiple, pixels, present,
+    rise, train_px,
 )
 
 
-def vit_ablation(tables: Tables) -> Section:
-    s = Section("ViT", "Dosovitskiy et al. 2021, position-embedding ablation",
-                "Published: no position embedding is clearly worse; 1D, 2D and relative embeddings are about equal.")
-    r = completed(tables.get("resolution"))
-    if r is None or not len(r):
+def start(key: str) -> Section:
+    entry = finding(key)
+    return Section(key, entry.title, entry.cited())
+
+
+def vit_ablation(tables: Tables, meta: Meta) -> Section:
+    s, paper = start("ViT"), finding("ViT")
+    r = present(tables, "resolution")
+    if r is None:
         s.lines = missing("resolution")
         return s
     px = train_px(r)
     at = r[r["finetune_steps"] == 0].groupby(["pe", "seed"], sort=False)[px].first().reset_index()
     ests = {pe: estimate(p, px) for pe, p in at.groupby("pe", sort=False)}
     s.lines = [f"Ours, accuracy at the training resolution {px}: " + "; ".join(f"{pe} {e}" for pe, e in ests.items()) + "."]
-    absolute = {pe: e for pe, e in ests.items() if pe in ("learned", "learned2d", "sincos2d")}
-    relative = {pe: e for pe, e in ests.items() if pe in ("rel2d", "alibi2d")}
-    if "nope" in ests and absolute:
-        worse = all(ests["nope"].below(e.low if not math.isnan(e.low) else e.mean) for e in absolute.values())
+    absolute = {pe: ests[pe] for pe in encoding(ests, "absolute")}
+    relative = {pe: ests[pe] for pe in encoding(ests, "relative")}
+    blind = [ests[pe] for pe in encoding(ests, "nothing")]
+    if blind and absolute:
+        worse = all(b.below(e.lowest) for b in blind for e in absolute.values())
         spread = max(e.mean for e in absolute.values()) - min(e.mean for e in absolute.values())
-        rel_ok = all(not e.below(min(a.low for a in absolute.values())) for e in relative.values())
-        verdict = "yes" if worse and rel_ok else "partly" if worse else "no"
+        lagging = {pe: e for pe, e in relative.items() if e.below(min(a.lowest for a in absolute.values()))}
+        verdict = "yes" if worse and not lagging else "partly" if worse else "no"
         s.lines.append(
-            f"**Agrees:** {verdict} — no PE is {'clearly' if worse else 'not clearly'} worse; the absolute 1D and 2D "
-            f"tables are within {spread:.3g} of each other"
-            + ("" if rel_ok else f", but the relative scheme ({', '.join(f'{pe} {e}' for pe, e in relative.items())}) "
-               "falls with no PE")
-            + ". Our label is the quadrant of a shape, a purely positional and absolute task: without positions the "
-            "model falls to chance instead of losing a few points as on ImageNet, where content carries most of the "
-            "label" + ("" if rel_ok else ", and a bias that depends only on offsets is translation-invariant, so it "
-                       "cannot say where a shape is either (the ViT paper's relative variant also had the cls token "
-                       "and a content-rich task to lean on)") + ".")
+            f"**Agrees:** {verdict} — no PE is {'clearly' if worse else 'not clearly'} worse; the absolute schemes "
+            f"({', '.join(absolute)}) are within {spread:.3g} of each other"
+            + (f", but the relative ones {', '.join(f'{pe} {e}' for pe, e in lagging.items())} fall behind them"
+               if lagging else "") + ". " + paper.say("task_note") + (" " + paper.say("why_not_relative") if lagging else ""))
     return s
 
 
-def alibi(tables: Tables) -> Section:
-    s = Section("ALiBi", "Press et al. 2022, train short, test long",
-                "Published: ALiBi's perplexity stays flat (even improves) far past the training length, where sinusoidal "
-                "and RoPE models degrade.")
+def alibi(tables: Tables, meta: Meta) -> Section:
+    s, paper = start("ALiBi"), finding("ALiBi")
     t = ext_table(tables)
     if t is None:
         s.lines = missing("extrapolation_text")
         return s
-    d = {pe: rise(t, pe) for pe in ("alibi", "sinusoidal", "rope", "t5", "kerple", "nope") if len(select(t, pe=pe))}
+    d = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique()}
     s.lines = [f"Ours, rise in bits per byte from the training length to {multiple(t)} (no fine-tune): "
                + "; ".join(f"{pe} {e}" for pe, e in d.items()) + "."]
-    if "alibi" in d:
-        flat = not d["alibi"].above(0.02)  # within 0.02 bits of no change, or better
-        rivals = [o for o in ("sinusoidal", "rope") if o in d and d[o].n]
-        separated = [o for o in rivals if d["alibi"].below(d[o].low if not math.isnan(d[o].low) else d[o].mean)]
-        by_mean = [o for o in rivals if d["alibi"].mean < d[o].mean and o not in separated]
+    subject = paper.subject("scheme")
+    if subject in d:
+        flat = not d[subject].above(paper.threshold("flat_bits"))
+        rivals = [o for o in paper.subject("rivals") if o in d and d[o].n]
+        separated = [o for o in rivals if d[subject].below(d[o].lowest)]
+        by_mean = [o for o in rivals if d[subject].mean < d[o].mean and o not in separated]
         verdict = "yes" if flat and len(separated) == len(rivals) else "partly" if flat and (separated or by_mean) else "no"
+        beaten = ([f"{', '.join(separated)} with separated intervals"] if separated else []) + \
+                 ([f"{', '.join(by_mean)} by the mean only"] if by_mean else [])
         s.lines.append(
-            f"**Agrees:** {verdict} — ALiBi {'stays flat' if flat else 'does not stay flat'}; it rises less than "
-            + "; ".join(([f"{', '.join(separated)} with separated intervals"] if separated else [])
-                        + ([f"{', '.join(by_mean)} by the mean only"] if by_mean else []))
-            + ("" if separated or by_mean else "neither sinusoidal nor RoPE") + "."
-            + ("" if verdict == "yes" else f" A tiny model trained at {lengths(t)[0]} bytes attends mostly to its "
-               f"last few bytes, so even the schemes that ALiBi beats degrade only a little at {multiple(t)}; three "
-               "seeds cannot separate differences of a few hundredths of a bit."))
+            f"**Agrees:** {verdict} — {subject} {'stays flat' if flat else 'does not stay flat'} (within "
+            f"{paper.threshold('flat_bits'):g} bits of no change); it rises less than "
+            + ("; ".join(beaten) if beaten else f"none of {', '.join(rivals)}") + "."
+            + ("" if verdict == "yes" else " " + paper.say(
+                "why_not", train_length=lengths(t)[0], multiple=multiple(t), **about(meta, "extrapolation_text", t))))
     return s
 
 
 def _target(tables: Tables) -> tuple[pd.DataFrame, int] | None:
-    """The fixed-factor RoPE table and its factor (``extrapolation.factor``), if the suite ran it."""
-    t = completed(tables.get("extrapolation_target"))
-    if t is None or not len(t) or "extrapolation.factor" not in t:
+    """The fixed-factor table and its factor (``extrapolation.factor``), if the suite ran it."""
+    t = present(tables, "extrapolation_target")
+    if t is None or "extrapolation.factor" not in t:
         return None
     return t, int(float(t["extrapolation.factor"].iloc[0]))
 
@@ -102,160 +104,140 @@ def _span_estimate(t: pd.DataFrame, span: list[str], **where: Any) -> Estimate:
     return Estimate.of(part.groupby("seed")[span].mean().mean(axis=1).dropna().tolist())
 
 
-def pi(tables: Tables) -> Section:
-    s = Section("PI", "Chen et al. 2023, Position Interpolation",
-                "Published: extrapolating RoPE past L explodes; interpolating positions (÷ factor) stays usable, and a "
-                "short fine-tune (~1000 steps) brings the long-context perplexity down to the short one.")
+def pi(tables: Tables, meta: Meta) -> Section:
+    s, paper = start("PI"), finding("PI")
     t = ext_table(tables)
     if t is None:
         s.lines = missing("extrapolation_text")
         return s
-    ns = lengths(t)
-    none, pi_ = (estimate(t, ns[-1], pe="rope", scale=sc, metric="bpb") for sc in ("none", "pi"))
-    two_none, two_pi = (estimate(t, ns[1], pe="rope", scale=sc, metric="bpb") for sc in ("none", "pi"))
-    better = pi_.below(none.low if not math.isnan(none.low) else none.mean)
-    s.lines = [f"Ours, RoPE bits per byte without fine-tune: at {ns[1]} none {two_none}, PI {two_pi}; at {ns[-1]} none "
-               f"{none}, PI {pi_}."]
-    target = _target(tables)
-    tuned = None
+    ns, rope, scale = lengths(t), paper.subject("scheme"), paper.subject("scale")
+    raw_rows = select(as_trained(t), pe=rope, metric="bpb")
+    none, pi_ = estimate(raw_rows, ns[-1]), estimate(t, ns[-1], pe=rope, scale=scale, metric="bpb")
+    two_none, two_pi = estimate(raw_rows, ns[1]), estimate(t, ns[1], pe=rope, scale=scale, metric="bpb")
+    better = pi_.below(none.lowest)
+    s.lines = [f"Ours, {rope} bits per byte without fine-tune: at {ns[1]} unscaled {two_none}, {scale} {two_pi}; at "
+               f"{ns[-1]} unscaled {none}, {scale} {pi_}."]
+    target, tuned, raw = _target(tables), None, None
     if target is not None:
         tt, factor = target
         steps = int(tt["finetune_steps"].max())
         within, _ = _spans(tt, factor)
         if steps and within:
-            at_l = estimate(t, lengths(t)[0], pe="rope", scale="none", metric="bpb")
-            raw, tuned = (_span_estimate(tt, within, scale="pi", finetune_steps=ft) for ft in (0, steps))
-            s.lines.append(f"With a fixed factor {factor} and {steps} fine-tune steps at each length, PI over "
+            raw, tuned = (_span_estimate(tt, within, scale=scale, finetune_steps=ft) for ft in (0, steps))
+            s.lines.append(f"With a fixed factor {factor} and {steps} fine-tune steps at each length, {scale} over "
                            f"{within[0]}–{within[-1]} bytes: {raw} before, {tuned} after fine-tuning (the unscaled "
-                           f"model at its training length: {at_l}).")
+                           f"model at its training length: {estimate(raw_rows, ns[0])}).")
     recovers = tuned is not None and raw.mean > tuned.mean
-    s.lines.append(f"**Agrees:** {'yes' if better else 'no'} on the untuned comparison — PI is "
+    s.lines.append(f"**Agrees:** {'yes' if better else 'no'} on the untuned comparison — {scale} is "
                    f"{'better' if better else 'not better'} than raw extrapolation at {multiple(t)}"
-                   + (f"; and fine-tuning {'lowers' if recovers else 'does not lower'} PI's loss within its target."
+                   + (f"; and fine-tuning {'lowers' if recovers else 'does not lower'} {scale}'s loss within its target."
                       if tuned is not None else ".")
-                   + ("" if better else f" Raw extrapolation does not explode here (it rises by {rise(t, 'rope')} "
-                      "bits per byte), because a tiny byte-level model leans on the last few bytes. Without the "
-                      "fine-tune that PI's paper relies on, compressing "
-                      f"positions by {multiple(t)[:-1]} crowds neighbouring tokens into angles the model never had to "
-                      "tell apart (our models are tiny and briefly trained); the paper's models start from billions of "
-                      "tokens, where the low frequencies that PI compresses carry less of the local order."))
+                   + ("" if better else " " + paper.say("why_not", rise=str(rise(t, rope)), factor=multiple(t),
+                                                       **about(meta, "extrapolation_text", t))))
     return s
 
 
-def yarn(tables: Tables) -> Section:
-    s = Section("YaRN", "Peng et al. 2023, ordering of the RoPE rescalings",
-                "Published: within the target length PI ≈ YaRN < NTK in perplexity; beyond it YaRN ≲ NTK ≪ PI.")
+RELATIONS: dict[str, Callable[[Estimate], bool]] = {  # on the paired difference first − second
+    "<": lambda g: g.mean < 0, "≈": lambda g: g.holds(0), "≲": lambda g: g.mean <= 0 or g.holds(0),
+    "≪": lambda g: g.below(0),
+}
+
+
+def yarn(tables: Tables, meta: Meta) -> Section:
+    s, paper = start("YaRN"), finding("YaRN")
     target = _target(tables)
     if target is None:
         s.lines = missing("extrapolation_target")
         return s
     t, factor = target
-    within, beyond = _spans(t, factor)
+    spans = dict(zip(("within", "beyond"), _spans(t, factor)))
     steps = sorted(int(x) for x in t["finetune_steps"].dropna().unique())
-    rows = []
-    est: dict[tuple[str, int, str], Estimate] = {}
-    for ft in steps:
-        for sc in ("pi", "ntk", "yarn"):
-            for name, span in (("within", within), ("beyond", beyond)):
-                est[sc, ft, name] = _span_estimate(t, span, scale=sc, finetune_steps=ft)
-            rows.append({"scale": sc, "fine-tune steps": ft, f"within ({within[0] if within else '—'}–"
-                         f"{within[-1] if within else '—'})": str(est[sc, ft, "within"]),
-                         f"beyond ({beyond[0] if beyond else '—'}–{beyond[-1] if beyond else '—'})":
-                         str(est[sc, ft, "beyond"])})
-    ft = steps[-1]
-    w = {sc: est[sc, ft, "within"] for sc in ("pi", "ntk", "yarn")}
-    b = {sc: est[sc, 0, "beyond"] for sc in ("pi", "ntk", "yarn")}
+    scales, ft = list(t["scale"].unique()), steps[-1]
+    heads = {name: f"{name} ({span[0]}–{span[-1]})" if span else f"{name} (—)" for name, span in spans.items()}
+    rows = [{"scale": sc, "fine-tune steps": st,
+             **{heads[name]: str(_span_estimate(t, span, scale=sc, finetune_steps=st)) for name, span in spans.items()}}
+            for st in steps for sc in scales]
     # every rescaling scores the same trained model of a seed: compare them paired by seed
-    def gap(a: str, b: str, span: list[str], ft: int) -> Estimate:
-        pa, pb = (select(t, scale=sc, finetune_steps=ft, metric="bpb").set_index("seed")[span].mean(axis=1)
-                  for sc in (a, b))
-        return Estimate.of((pa - pb).dropna().tolist())
-
-    def same(e: Estimate) -> bool:
-        return not e.above(0) and not e.below(0)
-
-    pi_ntk, yarn_ntk, pi_yarn = gap("pi", "ntk", within, ft), gap("yarn", "ntk", within, ft), gap("pi", "yarn", within, ft)
-    b_yarn_ntk, b_pi_ntk = gap("yarn", "ntk", beyond, 0), gap("pi", "ntk", beyond, 0)
-    within_ok = pi_ntk.mean < 0 and yarn_ntk.mean < 0 and same(pi_yarn)
-    beyond_ok = (b_yarn_ntk.mean <= 0 or same(b_yarn_ntk)) and b_pi_ntk.above(0)
-    gaps = (f"Paired by seed (the same trained model under each rescaling), in bits per byte: within the target "
-            f"PI − NTK {pi_ntk}, YaRN − NTK {yarn_ntk}, PI − YaRN {pi_yarn}; beyond it YaRN − NTK {b_yarn_ntk}, "
-            f"PI − NTK {b_pi_ntk}.")
-    s.lines = [f"Ours: RoPE trained at {lengths(t)[0]} bytes, every rescaling at a fixed factor {factor} (target "
+    when = {"within": ft, "beyond": 0}
+    gaps, agrees = [], {}
+    for name, pairs in paper.order.items():
+        oks = []
+        for a, rel, b in pairs:
+            rows_a, rows_b = (select(t, scale=sc, finetune_steps=when[name], metric="bpb") for sc in (a, b))
+            g = paired(rows_a, rows_b, spans[name]) if spans[name] and len(rows_a) and len(rows_b) else Estimate.of([])
+            gaps.append(f"{name} {a} − {b} {g} (published {a} {rel} {b})")
+            oks.append(g.n > 0 and RELATIONS[rel](g))
+        agrees[name] = all(oks)
+    ranked = {name: sorted(scales, key=lambda sc: _span_estimate(t, spans[name], scale=sc, finetune_steps=when[name]).mean)
+              for name in spans}
+    s.lines = [f"Ours: {', '.join(t['pe'].unique())} trained at {lengths(t)[0]} bytes, every rescaling at a fixed factor {factor} (target "
                f"{int(lengths(t)[0]) * factor}), bits per byte averaged over the lengths within and beyond the target "
                "(`suite/extrapolation_target.csv`):", "", md(pd.DataFrame(rows)), "",
-               f"Within the target after {ft} fine-tune steps: {' < '.join(sorted(w, key=lambda k: w[k].mean))}; beyond it "
-               f"without fine-tune: {' < '.join(sorted(b, key=lambda k: b[k].mean))}.", gaps,
-               f"**Agrees:** within the target {'yes' if within_ok else 'no'}, beyond it {'yes' if beyond_ok else 'no'}."
-               + ("" if within_ok and beyond_ok else
-                  " Our fine-tune is a few dozen steps of a tiny model whose heads have few frequency pairs; YaRN's ramp "
-                  "(β = 32, 1) leaves most of them either fully interpolated or untouched, so YaRN sits close to PI or "
-                  "to NTK rather than between them as with the 64 pairs of a Llama head.")]
+               f"Within the target after {ft} fine-tune steps: {' < '.join(ranked['within'])}; beyond it "
+               f"without fine-tune: {' < '.join(ranked['beyond'])}.",
+               "Paired by seed (the same trained model under each rescaling), in bits per byte: " + "; ".join(gaps) + ".",
+               f"**Agrees:** " + ", ".join(f"{'within the target' if n == 'within' else 'beyond it'} "
+                                          f"{'yes' if ok else 'no'}" for n, ok in agrees.items()) + "."
+               + ("" if all(agrees.values()) else " " + paper.say("why_not", steps=str(ft),
+                                                                  **about(meta, "extrapolation_target", t)))]
     return s
 
 
-def rope_vit(tables: Tables) -> Section:
-    s = Section("RoPE-ViT", "Heo et al. 2024, multi-resolution",
-                "Published: an interpolated absolute table loses accuracy at higher resolution; RoPE-Mixed holds or gains.")
-    r = completed(tables.get("resolution"))
-    if r is None or not len(r):
+def rope_vit(tables: Tables, meta: Meta) -> Section:
+    s, paper = start("RoPE-ViT"), finding("RoPE-ViT")
+    r = present(tables, "resolution")
+    if r is None:
         s.lines = missing("resolution")
         return s
     px, cols = train_px(r), pixels(r)
     higher = [c for c in cols if int(c[:-2]) > int(px[:-2])]
-    rows = []
-    for pe, m in (("learned", "bicubic"), ("learned2d", "bicubic"), ("sincos2d", "bicubic"),
-                  ("rope2d_axial", "extrapolate"), ("rope2d_mixed", "extrapolate"), ("rope2d_mixed", "interpolate")):
-        p = select(r, pe=pe, method=m, finetune_steps=0)
-        if len(p):
-            rows.append({"pe": pe, "method": m, px: str(estimate(p, px)),
-                         **{c: str(difference(p, c, px)) for c in higher}})
-    s.lines = [f"Ours, accuracy at the training resolution and its change at higher ones (no fine-tune):", "",
+    untuned = r[r["finetune_steps"] == 0]
+    placed = untuned[~untuned["pe"].isin(encoding(untuned["pe"].unique(), "nothing"))]
+    rows = [{"pe": pe, "method": m, px: str(estimate(p, px)), **{c: str(difference(p, c, px)) for c in higher}}
+            for (pe, m), p in placed.groupby(["pe", "method"], sort=False)]
+    s.lines = ["Ours, accuracy at the training resolution and its change at higher ones (no fine-tune):", "",
                md(pd.DataFrame(rows)), ""]
+    sub = paper.subjects
     if higher and rows:
-        ape = difference(select(r, pe="learned", method="bicubic", finetune_steps=0), higher[-1], px)
-        mixed = difference(select(r, pe="rope2d_mixed", method="extrapolate", finetune_steps=0), higher[-1], px)
+        ape = difference(select(untuned, pe=sub["table"], method=sub["table_method"]), higher[-1], px)
+        mixed = difference(select(untuned, pe=sub["rotary"], method=sub["rotary_method"]), higher[-1], px)
         agrees = ape.mean < mixed.mean
-        s.lines.append(f"**Agrees:** {'yes' if agrees else 'no'} — at {higher[-1]} the interpolated table changes by "
-                       f"{ape}, RoPE-Mixed with raw coordinates by {mixed}."
-                       + ("" if agrees else " Our grids have a few patches per side and the label (quadrant) is coarse, "
-                          "so a resampled table still points to the right quadrant; RoPE-Mixed's learned frequencies, "
-                          "trained on those few positions per axis, meet angles they never saw at twice the grid."))
+        s.lines.append(f"**Agrees:** {'yes' if agrees else 'no'} — at {higher[-1]} the interpolated {sub['table']} table "
+                       f"({sub['table_method']}) changes by {ape}, {sub['rotary']} ({sub['rotary_method']}) by {mixed}."
+                       + ("" if agrees else " " + paper.say("why_not")))
     return s
 
 
-def nope(tables: Tables) -> Section:
-    s = Section("NoPE", "Kazemnejad et al. 2023, length generalization without positions",
-                "Published: a decoder-only model without position encoding generalizes to longer inputs better than "
-                "absolute, T5, ALiBi or RoPE encodings on synthetic tasks.")
+def nope(tables: Tables, meta: Meta) -> Section:
+    s, paper = start("NoPE"), finding("NoPE")
     t, p = ext_table(tables), ext_table(tables, "extrapolation_passkey")
     if t is None and p is None:
         s.lines = missing("extrapolation_passkey")
         return s
-    lines = []
+    subject, lines = paper.subject("scheme"), []
     if p is not None:
-        ns = lengths(p)
-        acc = {pe: estimate(p, ns[-1], pe=pe, scale="none", metric="accuracy") for pe in p["pe"].unique()}
-        at_l = {pe: estimate(p, ns[0], pe=pe, scale="none", metric="accuracy") for pe in p["pe"].unique()}
+        ns, plain = lengths(p), select(as_trained(p), metric="accuracy")
+        acc = {pe: estimate(plain, ns[-1], pe=pe) for pe in plain["pe"].unique()}
+        at_l = {pe: estimate(plain, ns[0], pe=pe) for pe in acc}
         lines.append(f"Passkey accuracy at {ns[0]} → {ns[-1]} tokens (no rescaling): "
                      + "; ".join(f"{pe} {at_l[pe]} → {acc[pe]}" for pe in acc) + ".")
         ranked = sorted((pe for pe in acc if acc[pe].n), key=lambda pe: -acc[pe].mean)
-        if "nope" in ranked:
-            n_low = acc["nope"].low if not math.isnan(acc["nope"].low) else acc["nope"].mean
-            beats = [pe for pe in ranked if pe != "nope" and acc[pe].below(n_low)]
-            ties = [pe for pe in ranked if pe not in beats and pe != "nope"]
-            first = ranked[0] == "nope"
+        if subject in ranked:
+            beats = [pe for pe in ranked if pe != subject and acc[pe].below(acc[subject].lowest)]
+            ties = [pe for pe in ranked if pe not in beats and pe != subject]
+            first = ranked[0] == subject
             verdict = "yes" if first and not ties else "partly" if first else "no"
-            lines.append(f"**Agrees:** {verdict} — at {ns[-1]} tokens NoPE ranks {ranked.index('nope') + 1} of "
+            lines.append(f"**Agrees:** {verdict} — at {ns[-1]} tokens {subject} ranks {ranked.index(subject) + 1} of "
                          f"{len(ranked)} by mean accuracy; its interval lies above {', '.join(beats) or 'no other scheme'}"
                          + (f" and overlaps {', '.join(ties)}" if ties else "") + "."
-                         + ("" if verdict == "yes" else " Kazemnejad et al. train each task to convergence; our models "
-                            "stop after a few hundred steps, where what a scheme has learned at L limits what it can "
-                            "carry further, and three seeds leave wide intervals."))
+                         + ("" if verdict == "yes" else " " + paper.say("why_not",
+                                                                        **about(meta, "extrapolation_passkey", p))))
     if t is not None:
-        lines.append(f"Text: NoPE rises by {rise(t, 'nope')} bits per byte at {multiple(t)}, RoPE by {rise(t, 'rope')}.")
+        rivals = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique() if pe != subject}
+        lines.append(f"Text: {subject} rises by {rise(t, subject)} bits per byte at {multiple(t)}; "
+                     + ", ".join(f"{pe} by {e}" for pe, e in rivals.items() if e.n) + ".")
     s.lines = lines
     return s
 
 
-FINDINGS: tuple[Callable[[Tables], Section], ...] = (vit_ablation, alibi, pi, yarn, rope_vit, nope)
+FINDINGS: tuple[Callable[[Tables, Meta], Section], ...] = (vit_ablation, alibi, pi, yarn, rope_vit, nope)

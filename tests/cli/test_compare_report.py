@@ -40,7 +40,7 @@ def test_compare_joins_runs_on_differing_keys_with_paired_differences_and_export
     runs = [fake_run(tmp_path, pe, seed, loss) for pe, seed, loss in
             [("rope", 0, 2.0), ("rope", 1, 2.5), ("nope", 0, 3.0), ("nope", 1, 3.25)]]
     out = [tmp_path / "cmp.csv", tmp_path / "cmp.md", tmp_path / "cmp.tex"]
-    result = invoke("compare", *map(str, runs), "--baseline", "pe=nope", "--metrics", "val_loss",
+    result = invoke("compare", *map(str, runs), "--baseline", "pe=nope", "--metrics", "val_loss", "--runs",
                     *[a for p in out for a in ("-o", str(p))])
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out[0])
@@ -65,12 +65,63 @@ def test_compare_a_sweep_folder_and_a_csv_table(tmp_path):
         fake_run(sweep_dir / str(num), "rope", num, loss)
     csv = tmp_path / "paper.csv"
     pd.DataFrame([{"pe": "nope", "seed": 0, "val_loss": 3.0}, {"pe": "nope", "seed": 1, "val_loss": 3.2}]).to_csv(csv, index=False)
-    result = invoke("compare", str(sweep_dir), str(csv), "--baseline", str(csv), "--metrics", "val_loss",
+    result = invoke("compare", str(sweep_dir), str(csv), "--baseline", str(csv), "--metrics", "val_loss", "--runs",
                     "-o", str(tmp_path / "out.csv"))
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "out.csv")
     assert table[["pe", "seed", "val_loss"]].values.tolist() == [["rope", 0, 2.0], ["rope", 1, 2.4], ["nope", 0, 3.0], ["nope", 1, 3.2]]
     assert table["Δ val_loss"].tolist() == pytest.approx([-1.0, -0.8, 0.0, 0.0])
+
+
+def sweep_of(tmp_path: Path, losses: dict[str, list[float]], **extra: float) -> Path:
+    """A sweep folder over pe × seed whose runs' tables hold the given validation losses."""
+    jobs = [[f"pe={pe}", f"seed={seed}"] for pe, values in losses.items() for seed in range(len(values))]
+    sweep_dir = sweep.create(tmp_path, [f"pe={','.join(losses)}", "seed=0,1,2"], "basic", jobs)
+    for num, (pe, seed) in enumerate((pe, seed) for pe, values in losses.items() for seed in range(len(values))):
+        run = fake_run(sweep_dir / str(num), pe, seed, losses[pe][seed])
+        if extra:
+            pd.read_csv(run / "table.csv").assign(**extra).to_csv(run / "table.csv", index=False)
+    return sweep_dir
+
+
+def test_compare_on_a_sweep_shows_one_row_per_configuration_with_its_interval(tmp_path):
+    from scipy import stats
+
+    sweep_dir = sweep_of(tmp_path, {"rope": [2.0, 2.4, 2.2], "nope": [3.0, 3.5, 3.1]})
+    result = invoke("compare", str(sweep_dir), "--baseline", "pe=nope", "--metrics", "val_loss", "-o",
+                    str(tmp_path / "cfg.csv"))
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "cfg.csv")
+    assert table.columns.tolist() == ["pe", "steps", "seeds", "val_loss", "val_loss ci95_low", "val_loss ci95_high",
+                                      "Δ val_loss", "Δ val_loss ci95_low", "Δ val_loss ci95_high"]
+    assert table["pe"].tolist() == ["rope", "nope"] and table["seeds"].tolist() == [3, 3]
+    half = stats.t.ppf(0.975, 2) * stats.tstd([2.0, 2.4, 2.2]) / 3 ** 0.5
+    rope = table.iloc[0]
+    assert (rope["val_loss"], rope["val_loss ci95_low"], rope["val_loss ci95_high"]) == pytest.approx((2.2, 2.2 - half, 2.2 + half))
+    # differences are paired by seed, then averaged: (-1.0, -1.1, -0.9)
+    half = stats.t.ppf(0.975, 2) * stats.tstd([-1.0, -1.1, -0.9]) / 3 ** 0.5
+    assert (rope["Δ val_loss"], rope["Δ val_loss ci95_high"]) == pytest.approx((-1.0, -1.0 + half))
+    assert f"2.2 [{2.2 - stats.t.ppf(0.975, 2) * 0.2 / 3 ** 0.5:.3g}," in result.output
+    runs = invoke("compare", str(sweep_dir), "--runs", "--metrics", "val_loss", "-o", str(tmp_path / "runs.csv"))
+    assert runs.exit_code == 0 and len(pd.read_csv(tmp_path / "runs.csv")) == 6
+
+
+def test_the_terminal_table_keeps_every_header_whole_at_100_columns(tmp_path, monkeypatch):
+    """Before, eight metrics in one table at 100 columns cut the headers to `tra…`, `val…`."""
+    monkeypatch.setenv("COLUMNS", "100")
+    metrics = {"train_loss": 2.1, "val_ppl": 7.5, "val_accuracy": 0.31, "unigram_bpb": 4.0, "tokens_per_s": 12345.6,
+               "seconds": 33.3}
+    sweep_dir = sweep_of(tmp_path, {"rope": [2.0, 2.4, 2.2], "nope": [3.0, 3.5, 3.1]}, **metrics)
+    for args in ([], ["--runs"], ["--baseline", "pe=nope"]):
+        result = invoke("compare", str(sweep_dir), *args)
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert max(len(line) for line in lines) <= 100, args
+        headers = {cell.strip() for line in lines if line.startswith("┃") for cell in line.strip("┃").split("┃")}
+        expected = {"val_loss", "val_bpb", *metrics} | ({f"Δ {m}" for m in ["val_loss", "val_bpb", *metrics]}
+                                                        if "--baseline" in args else set())
+        assert expected <= headers, (args, expected - headers)
+        assert not any("…" in h for h in headers)
 
 
 @pytest.mark.parametrize("make_args, message", [

@@ -11,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from posenc.cli.app import app
+from posenc.engine.config import options_where
+from posenc.launch.suite import selected
 
 runner = CliRunner()
 
@@ -55,17 +57,22 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
     plan = pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
     counts = plan.groupby("sweep").size().to_dict()
-    assert counts == {"extrapolation_text": 24, "extrapolation_target": 3, "extrapolation_passkey": 24,
-                      "resolution": 21, "order": 3, "check": 3}
+    one_d = options_where("pe", lambda c: c.ndim == 1)
+    image = options_where("pe", lambda c: c.ndim == 2 or c.encodes == "nothing") + ["learned"]
+    assert counts == {"extrapolation_text": 3 * len(one_d), "extrapolation_target": 3,
+                      "extrapolation_passkey": 3 * len(one_d), "resolution": 3 * len(image), "order": 3, "check": 3}
     for sweep, part in plan.groupby("sweep"):
         assert sorted(part["seed"].astype(int).unique()) == [0, 1, 2], sweep
     text = plan[plan.sweep == "extrapolation_text"]
-    assert sorted(text["pe"].unique()) == sorted("nope learned sinusoidal t5 alibi kerple fire rope".split())
+    # every 1D scheme, chosen by its class: those the suite once listed by hand and those it missed
+    assert sorted(text["pe"].unique()) == sorted(one_d)
+    assert set(one_d) >= set("nope learned sinusoidal t5 alibi kerple fire rope relative xpos".split())
     assert all("task=text" in o and "experiment=extrapolation" in o for o in text["overrides"])
     vit = plan[plan.sweep == "resolution"]
-    assert sorted(vit["pe"].unique()) == sorted("nope learned learned2d sincos2d rel2d rope2d_axial rope2d_mixed".split())
+    assert sorted(vit["pe"].unique()) == sorted(image)
+    assert set(image) >= set("nope learned learned2d sincos2d rel2d alibi2d rope2d_axial rope2d_mixed".split())
     assert all("resolution.methods=[bilinear,bicubic,extrapolate]" in o for o in vit["overrides"])
-    assert "suite quick: 78 jobs in 6 sweeps, launcher joblib" in result.output
+    assert f"suite quick: {len(plan)} jobs in 6 sweeps, launcher joblib" in result.output and len(plan) == 93
     target = plan[plan.sweep == "extrapolation_target"]
     assert all("extrapolation.factor=4" in o and "extrapolation.finetune_steps=25" in o for o in target["overrides"])
     assert not (tmp_path / "suites").exists()  # a dry run writes nothing
@@ -126,7 +133,7 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of integers"),
     (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
     (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
-    (["--report-from", "."], "error: '.' is not a suite directory (no suite.json)"),
+    (["--report-from", "."], "error: '.' is not a suite directory or a report's suite/ folder (no suite.json)"),
     (["--report-from", ".", "--quick"], "error: --report-from writes the report of a finished suite; it takes no "
                                         "other run option"),
     (["--quick", "pe=nothere"], "error: suite sweep extrapolation_text: job seed=0: unknown pe 'nothere'; valid: alibi"),
@@ -146,6 +153,53 @@ def test_a_bad_override_in_a_suite_file_names_the_sweep(tmp_path):
     result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "suite sweep extrapolation_text:" in result.output and "nothere" in result.output
+
+
+def test_select_picks_options_by_their_class_facts():
+    assert selected("pe", {"ndim": 2, "encodes": "absolute"}, "here") == ["learned2d", "sincos2d"]
+    assert selected("pe", [{"encodes": "nothing"}, "rope"], "here") == ["nope", "rope"]
+    assert selected("scale", {"length_dependent": True}, "here") == options_where("scale", lambda c: c.length_dependent)
+
+
+@pytest.mark.parametrize(("select", "message"), [
+    ({"pe": {"dims": 1}}, "suite sweep check: pe classes have no fact 'dims'; valid: adds_bias, adds_embedding, "
+                          "counterpart, encodes, ndim, rotates_qk"),
+    ({"pe": {"ndim": 3}}, "suite sweep check: select pe {'ndim': 3} matches no option"),
+    ({"pe": "nothere"}, "suite sweep check: unknown pe 'nothere'; valid: alibi"),
+    ({"pe": [1]}, "suite sweep check: select pe takes facts ({ndim: 1}), option names or a list of them, not 1"),
+])
+def test_a_bad_select_in_a_suite_file_is_one_line(tmp_path, select, message):
+    suite = tmp_path / "sel.yaml"
+    suite.write_text(json.dumps({"seeds": [0], "sweeps": {"check": {"select": select, "overrides": ["experiment=check"]}}}))
+    result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "r").exists()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _body(report: Path) -> str:
+    return report.read_text().rsplit("\n---\nWritten ", 1)[0]
+
+
+def test_the_committed_report_is_what_the_code_writes_from_the_committed_tables(tmp_path):
+    result = runner.invoke(app, ["suite", "--report-from", str(ROOT / "results" / "suite"), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert _body(tmp_path / "REPORT.md") == _body(ROOT / "results" / "REPORT.md")
+    for name in ("extrapolation_text", "resolution", "check"):
+        assert (tmp_path / "suite" / f"{name}.csv").read_text() == (ROOT / "results" / "suite" / f"{name}.csv").read_text()
+
+
+def test_a_report_folder_without_a_table_it_names_is_one_line(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "suite.json").write_text(json.dumps({"suite": "x", "tables": ["order"]}))
+    result = runner.invoke(app, ["suite", "--report-from", str(folder), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: '{folder}': suite.json names the table order.csv, which is not there"
+    assert not (tmp_path / "out").exists()
 
 
 def test_list_names_the_suites():

@@ -19,16 +19,17 @@ SEEDS = (0, 1, 2)
 NOISE = (-0.01, 0.0, 0.01)  # per seed: a 95% interval of ±0.0248 around each mean
 
 
-def extrapolation_text(rope_rise: float = 1.0, alibi_rise: float = 0.0) -> pd.DataFrame:
+def extrapolation_text(rope_rise: float = 1.0, alibi_rise: float = 0.0, seeds=SEEDS, noise=NOISE,
+                       more: dict[str, float] | None = None) -> pd.DataFrame:
     rows = []
     rises = {"nope": 0.5, "learned": math.nan, "sinusoidal": 0.8, "t5": 0.3, "alibi": alibi_rise, "kerple": 0.05,
-             "fire": 0.2, "rope": rope_rise}
+             "fire": 0.2, "rope": rope_rise, **(more or {})}
     for pe, r in rises.items():
         scales = {"none": r}
         if pe == "rope":
             scales |= {"pi": 1.6, "ntk": 0.6, "yarn": 0.4}
         for scale, rs in scales.items():
-            for seed, eps in zip(SEEDS, NOISE):
+            for seed, eps in zip(seeds, noise):
                 base = 3.0 + eps
                 values = {"64": base, "128": base + rs / 2, "256": base + rs}
                 if pe == "learned":
@@ -182,7 +183,7 @@ def test_verdicts_follow_the_numbers(changes, key, agrees):
 
 def test_a_relative_scheme_at_chance_makes_the_vit_ablation_agree_only_partly():
     body = section(render(tables(resolution=resolution(rel_acc=0.25)), META), "ViT")
-    assert "**Agrees:** partly — no PE is clearly worse" in body and "falls with no PE" in body
+    assert "**Agrees:** partly — no PE is clearly worse" in body and "but the relative ones rel2d 0.25" in body
 
 
 def test_yarn_ordering_within_and_beyond_the_target():
@@ -194,7 +195,7 @@ def test_yarn_ordering_within_and_beyond_the_target():
     body = section(render(tables(extrapolation_target=extrapolation_target(agree=False)), META), "YaRN")
     assert "**Agrees:** within the target no, beyond it no." in body
     # PI: fine-tuning lowers its loss within the target (3.3 -> 3.1 in the fixed table)
-    assert "fine-tuning lowers PI's loss within its target" in section(render(tables(), META), "PI")
+    assert "fine-tuning lowers pi's loss within its target" in section(render(tables(), META), "PI")
 
 
 def test_a_missing_sweep_is_reported_not_fatal():
@@ -218,3 +219,37 @@ def test_write_report_writes_the_report_tables_and_plots(tmp_path):
         assert (tmp_path / png).exists()
     back = pd.read_csv(tmp_path / "suite" / "extrapolation_text.csv")
     assert back["64"].tolist() == pytest.approx(tables()["extrapolation_text"]["64"].tolist())
+
+
+MODEL = {"name": "lm_tiny", "d_model": 64, "n_layers": 2, "n_heads": 4, "steps": 400, "seq_len": 64}
+
+
+def test_the_reasons_name_the_suites_own_model_and_seeds():
+    """Before, the prose said "tiny model" and "three seeds" whatever the suite ran (suite/full.yaml too)."""
+    five = extrapolation_text(rope_rise=0.0, alibi_rise=1.0, seeds=range(5), noise=(-0.01, 0.0, 0.01, 0.0, 0.0))
+    meta = META | {"sweeps": {"extrapolation_text": {"jobs": 40, "model": MODEL}}}
+    body = section(render(tables(extrapolation_text=five), meta), "ALiBi")
+    assert "**Agrees:** no" in body
+    assert "Our 2-layer, 64-wide model (lm_tiny, 400 training steps) trained at 64 bytes" in body
+    assert "5 seeds cannot separate" in body and "three" not in body and "tiny model" not in body
+    # a suite recorded without model sizes says "model", not a size it does not know
+    assert "Our model trained at 64 bytes" in section(render(tables(extrapolation_text=five), META), "ALiBi")
+
+
+def test_a_scheme_new_to_the_tables_joins_every_section_that_loops_over_them():
+    """xpos and relative were in no list of the old report; the tables alone bring them in."""
+    text = render(tables(extrapolation_text=extrapolation_text(more={"xpos": 0.7, "relative": 0.25})), META)
+    assert "xpos 0.7 [0.7, 0.7]" in section(text, "ALiBi") and "relative 0.25 [0.25, 0.25]" in section(text, "ALiBi")
+    assert "relative 0.25 [0.25, 0.25]" in section(text, "C8")  # a bias scheme: its class adds a bias
+    assert "xpos" not in section(text, "C8")  # a rotation, not a bias
+    assert "| xpos " in section(text, "C5")
+
+
+def test_the_report_folder_reads_back_into_the_same_report(tmp_path):
+    from posenc.launch.suite import collect, read
+
+    meta = META | {"sweeps": {"extrapolation_text": {"jobs": 24, "seconds": 60.0, "model": MODEL}}}
+    write_report(tables(), meta, tmp_path)
+    back, saved = collect(tmp_path / "suite"), read(tmp_path / "suite")
+    assert set(back) == set(tables()) and saved["sweeps"] == meta["sweeps"] and saved["seeds"] == [0, 1, 2]
+    assert render(back, saved) == render(tables(), meta)

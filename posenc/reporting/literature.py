@@ -1,0 +1,102 @@
+"""What the literature says, read from ``configs/findings.yaml``: the seed document's claims
+C1–C12 and the published findings, each with its citation, figures, thresholds, subjects and
+prose. Code computes; this file's data says what the paper found.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import yaml
+
+from posenc.core.errors import ConfigError
+from posenc.engine.config import config_root
+
+FILE = "findings.yaml"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One claim or finding: its key (``C5``, ``ALiBi``) and its fields from the data file."""
+
+    key: str
+    title: str
+    statement: str
+    paper: str = ""
+    arxiv: str = ""
+    numbers: str = ""
+    subjects: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, float] = field(default_factory=dict)
+    order: dict[str, list[list[str]]] = field(default_factory=dict)
+    prose: dict[str, str] = field(default_factory=dict)
+
+    def subject(self, name: str) -> Any:
+        if name not in self.subjects:
+            raise ConfigError(f"{FILE}: {self.key} has no subject '{name}'; it has: {', '.join(self.subjects) or 'none'}")
+        return self.subjects[name]
+
+    def threshold(self, name: str) -> float:
+        if name not in self.thresholds:
+            raise ConfigError(f"{FILE}: {self.key} has no threshold '{name}'")
+        return float(self.thresholds[name])
+
+    def say(self, name: str, **values: Any) -> str:
+        """The prose ``name`` with its ``{fields}`` filled in from ``values``."""
+        if name not in self.prose:
+            raise ConfigError(f"{FILE}: {self.key} has no text '{name}'; it has: {', '.join(self.prose)}")
+        text = self.prose[name]
+        wanted = {f for _, f, _, _ in string.Formatter().parse(text) if f}
+        unknown = wanted - set(values)
+        if unknown:
+            raise ConfigError(f"{FILE}: {self.key}.{name} names {{{sorted(unknown)[0]}}}; "
+                              f"valid here: {', '.join(sorted(values))}")
+        return text.format(**values)
+
+    def cited(self) -> str:
+        """The published statement with its paper, figures and arXiv id (a finding's header)."""
+        link = f", [arXiv:{self.arxiv}](https://arxiv.org/abs/{self.arxiv})" if self.arxiv else ""
+        figures = f" {self.numbers}" if self.numbers else ""
+        return f"Published ({self.paper}{link}): {self.statement}{figures}"
+
+
+_FIELDS = ("title", "statement", "found", "paper", "arxiv", "numbers", "subjects", "thresholds", "order")
+
+
+def _entry(key: str, node: dict[str, Any]) -> Entry:
+    if not isinstance(node, dict) or "title" not in node or not ({"statement", "found"} & set(node)):
+        raise ConfigError(f"{FILE}: {key} needs a title and a statement (claims) or found (findings)")
+    return Entry(key, str(node["title"]), str(node.get("statement", node.get("found"))), str(node.get("paper", "")),
+                 str(node.get("arxiv", "")), str(node.get("numbers", "")), dict(node.get("subjects") or {}),
+                 dict(node.get("thresholds") or {}), dict(node.get("order") or {}),
+                 {k: str(v) for k, v in node.items() if k not in _FIELDS})
+
+
+@cache
+def literature() -> dict[str, dict[str, Entry]]:
+    """``{"claims": {"C1": Entry, …}, "findings": {"ViT": Entry, …}}`` in the file's order."""
+    try:
+        data = yaml.safe_load((config_root() / FILE).read_text()) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{FILE} is not valid YAML{where}: {str(e).splitlines()[0]}") from None
+    return {part: {key: _entry(key, node) for key, node in (data.get(part) or {}).items()}
+            for part in ("claims", "findings")}
+
+
+def claim(key: str) -> Entry:
+    return _get("claims", key)
+
+
+def finding(key: str) -> Entry:
+    return _get("findings", key)
+
+
+def _get(part: str, key: str) -> Entry:
+    entries = literature()[part]
+    if key not in entries:
+        raise ConfigError(f"{FILE}: no {part[:-1]} '{key}'; it has: {', '.join(entries)}")
+    return entries[key]

@@ -1,0 +1,165 @@
+"""The suite's tables as the report reads them, and the parts of a report section.
+
+Input: the long tables ``posenc.launch.suite.collect`` makes (one row per table row of every job,
+with its ``seed``): ``extrapolation_text``, ``extrapolation_target``, ``extrapolation_passkey``,
+``resolution``, ``resolution_similarity``, ``order``, ``check``. A table that is missing (a sweep
+not run) makes its sections say so instead of failing. Which schemes play which part is asked of
+their classes (``encodes``, ``ndim``, ``adds_bias``), never listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import pandas as pd
+
+from posenc.core.errors import ConfigError
+from posenc.engine.config import option_class
+from posenc.pe.resample import MODES
+from posenc.reporting.estimates import Estimate, completed, difference, estimate
+
+Tables = dict[str, pd.DataFrame]
+Meta = dict[str, Any]
+
+
+@dataclass
+class Section:
+    key: str  # "C5" or a paper's short name
+    title: str
+    statement: str
+    lines: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        body: list[str] = []
+        for line in self.lines:  # a paragraph per line, tables kept whole
+            if body and body[-1] and line and not (body[-1].startswith("|") and line.startswith("|")):
+                body.append("")
+            body.append(line)
+        return "\n".join([f"### {self.key} — {self.title}", "", f"*{self.statement}*", "", *body, ""])
+
+
+def missing(name: str) -> list[str]:
+    return [f"Not measured: the suite's `{name}` sweep is missing from this run (`posenc suite --only …`?)."]
+
+
+def md(table: pd.DataFrame) -> str:
+    return table.to_markdown(index=False, floatfmt=".3g")
+
+
+# --- what a scheme, scaling or method is: asked of its class -------------------------------------
+
+@cache
+def _class(group: str, name: str) -> Any:
+    try:
+        return option_class(group, name)
+    except ConfigError:
+        return None  # a scheme from outside the config tree: no facts, no category
+
+
+def schemes_where(names: Iterable[str], predicate: Callable[[Any], bool], group: str = "pe") -> list[str]:
+    """The names (in table order, once each) whose option class satisfies ``predicate``."""
+    return [n for n in dict.fromkeys(map(str, names)) if (c := _class(group, n)) is not None and predicate(c)]
+
+
+def encoding(names: Iterable[str], what: str) -> list[str]:
+    """The schemes among ``names`` that encode ``what``: nothing, absolute or relative positions."""
+    return schemes_where(names, lambda c: c.encodes == what)
+
+
+def unscaled(names: Iterable[str]) -> list[str]:
+    """The scalings among ``names`` that leave the scheme as trained (Hugging Face's ``default``)."""
+    return schemes_where(names, lambda c: c.hf_rope_type == "default", group="scale")
+
+
+def moves_grid(method: str) -> bool:
+    """A resolution method that moves the trained coordinates onto the new grid (a resampling mode
+    or ``interpolate``), against one that keeps the new grid's raw coordinates (``extrapolate``, ``clip``)."""
+    return method in MODES or method == "interpolate"
+
+
+# --- the tables ----------------------------------------------------------------------------------
+
+def lengths(table: pd.DataFrame) -> list[str]:
+    """The length columns of an extrapolation table (``"64"``, ``"128"``, …), ascending."""
+    return sorted((c for c in table.columns if str(c).isdigit()), key=int)
+
+
+def pixels(table: pd.DataFrame) -> list[str]:
+    """The resolution columns of a resolution table (``"16px"``, …), ascending."""
+    return sorted((c for c in table.columns if str(c).endswith("px") and str(c)[:-2].isdigit()), key=lambda c: int(c[:-2]))
+
+
+def present(tables: Tables, name: str) -> pd.DataFrame | None:
+    """The completed rows of a table, or None when the sweep did not run or nothing completed."""
+    t = completed(tables.get(name))
+    return t if t is not None and len(t) else None
+
+
+def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame | None:
+    t = present(tables, name)
+    if t is None:
+        return None
+    return t[t["finetune_steps"] == 0] if "finetune_steps" in t else t
+
+
+def extrapolation_table(t: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """(pe, scale) × length: mean [95% interval] of ``metric`` over seeds."""
+    rows = []
+    for (pe, scale), part in t[t["metric"] == metric].groupby(["pe", "scale"], sort=False):
+        rows.append({"pe": pe, "scale": scale, **{n: str(estimate(part, n)) for n in lengths(t)}})
+    return pd.DataFrame(rows)
+
+
+def multiple(t: pd.DataFrame) -> str:
+    """The longest evaluated length as a multiple of the training length (``16×``)."""
+    ns = lengths(t)
+    return f"{int(ns[-1]) / int(ns[0]):g}×"
+
+
+def as_trained(t: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an extrapolation table without rescaling."""
+    return t[t["scale"].isin(unscaled(t["scale"].unique()))]
+
+
+def rise(t: pd.DataFrame, pe: str, scale: str | None = None, metric: str = "bpb") -> Estimate:
+    """Longest evaluated length minus the training length, paired by seed (default: unscaled)."""
+    ns = lengths(t)
+    rows = as_trained(t) if scale is None else t[t["scale"] == scale]
+    return difference(rows, ns[-1], ns[0], pe=pe, metric=metric)
+
+
+def order_rows(tables: Tables) -> pd.DataFrame | None:
+    return present(tables, "order")
+
+
+def train_px(r: pd.DataFrame) -> str:
+    """The training resolution: the column where every method agrees before fine-tuning."""
+    cols = pixels(r)
+    p = r[r["finetune_steps"] == 0]
+    spread = {c: float(p.groupby(["pe", "seed"])[c].agg(lambda v: v.max() - v.min()).max()) for c in cols}
+    return min(cols, key=lambda c: (spread[c], cols.index(c)))
+
+
+def resolution_table(r: pd.DataFrame, finetune: int) -> pd.DataFrame:
+    rows = []
+    for (pe, method), part in r[r["finetune_steps"] == finetune].groupby(["pe", "method"], sort=False):
+        rows.append({"pe": pe, "method": method, **{c: str(estimate(part, c)) for c in pixels(r)}})
+    return pd.DataFrame(rows)
+
+
+# --- what the suite ran: its metadata ------------------------------------------------------------
+
+def about(meta: Meta, sweep: str, table: pd.DataFrame | None = None) -> dict[str, str]:
+    """Words for a sweep's prose: ``seeds`` ("3 seeds", counted in the table, else the suite's)
+    and ``model`` ("2-layer, 64-wide model (lm_tiny, 400 training steps)") from the suite's record."""
+    n = int(table["seed"].nunique()) if table is not None and "seed" in table else len(meta.get("seeds") or [])
+    m = (meta.get("sweeps", {}).get(sweep) or {}).get("model") or {}
+    if {"n_layers", "d_model"} <= set(m):
+        trained = f", {m['steps']} training steps" if m.get("steps") else ""
+        model = f"{m['n_layers']}-layer, {m['d_model']}-wide model ({m.get('name', '?')}{trained})"
+    else:
+        model = "model"  # a suite recorded before model sizes were
+    return {"seeds": f"{n} seed{'s' if n != 1 else ''}", "model": model}
