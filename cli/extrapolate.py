@@ -67,7 +67,8 @@ def extrapolate(
     Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
     """
     with user_errors():
-        from posenc.experiments.extrapolation import plan, run
+        from posenc.experiments.extrapolation.plan import plan
+        from posenc.experiments.extrapolation.protocol import run
         from posenc.engine.results import results_root
 
         base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)

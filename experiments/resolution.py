@@ -27,7 +27,7 @@ from posenc.engine.config import experiment_settings
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
-from posenc.pe.grid import METHODS, grid_methods
+from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES
 from posenc.core.io import atomic_write_bytes, save_figure, write_table
 from posenc.engine.results import RunDir
@@ -96,7 +96,7 @@ def _check(setup: Setup, settings: ResolutionConfig) -> list[str]:
         raise ConfigError(f"the resolution experiment needs the ViT (model=vit_tiny), got model '{setup.config['choices']['model']}'")
     for res in settings.resolutions:
         check_image_size(res, setup.model.patch_size, "resolution")
-    valid = grid_methods(setup.model.pe)
+    valid = setup.model.pe.grid_methods
     methods = methods_for(valid, settings.methods)
     if not methods:
         raise ConfigError(f"none of the methods {', '.join(settings.methods)} applies to pe '{name}'; valid: {', '.join(valid)}")
