@@ -215,7 +215,7 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         started = time.perf_counter()
         log = (lambda r, o=offset: on_log({**r, "step": r["step"] + o})) if on_log else None
         periodic = task.eval_set(max_items=ev.periodic_windows)
-        result = train(model, task.train_batch, setup.train, seed=setup.seed, run=None,
+        result = train(model, lambda b, g: task.train_batch(b, task.resolution, g), setup.train, seed=setup.seed, run=None,
                        validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device), on_log=log)
         offset += setup.train.steps
         run_dir.log({"pe": name, "train_loss": result.train_loss, "seconds": time.perf_counter() - started})
@@ -237,7 +237,7 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
                 rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc})
                 if settings.finetune_steps:
-                    train(moved, lambda b, g, r=res: task.train_batch(b, g, resolution=r), ft_cfg, seed=setup.seed)
+                    train(moved, lambda b, g, r=res: task.train_batch(b, r, g), ft_cfg, seed=setup.seed)
                     acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
                     rows.append({"pe": name, "method": method, "finetune_steps": settings.finetune_steps,
                                  "resolution": res, "accuracy": acc})

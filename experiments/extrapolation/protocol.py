@@ -81,8 +81,7 @@ def run(
     cfgs = [cfgs] if isinstance(cfgs, DictConfig) else list(cfgs)
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
     task = cells[0].setup.task
-    answer_only = getattr(task, "answer_only", False)
-    metrics = ("accuracy", "loss") if answer_only else ("bpb", "ppl")
+    metrics = ("accuracy", "loss") if task.answer_only else ("bpb", "ppl")
     config = {"lengths": lengths, "finetune_steps": finetune_steps, "n_buckets": n_buckets,
               "cells": [c.setup.config for c in cells]}
     run_dir = RunDir.create(results_root, f"extrapolate-{cells[0].setup.config['choices']['task']}", config)

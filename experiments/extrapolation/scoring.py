@@ -16,9 +16,10 @@ import torch
 from posenc.engine.build import Setup
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.engine.training import train
+from posenc.tasks.base import SequenceTask
 
 
-def score(model: torch.nn.Module, task: Any, length: int, setup: Setup, device: torch.device) -> dict[str, Any]:
+def score(model: torch.nn.Module, task: SequenceTask, length: int, setup: Setup, device: torch.device) -> dict[str, Any]:
     """Scores at one length; a task with depths (passkey) is scored per depth, then pooled.
 
     ``eval.max_windows`` caps the windows at the training length; at L there are
@@ -27,7 +28,7 @@ def score(model: torch.nn.Module, task: Any, length: int, setup: Setup, device: 
     train_len, cap = setup.train.seq_len, setup.eval.max_windows
     x, y = task.eval_windows(length, None if cap is None else max(1, cap * train_len // length))
     batch = max(1, setup.eval.batch_size * train_len // length)  # same tokens per batch at every length
-    depths = task.window_depths(len(x)) if hasattr(task, "window_depths") else None
+    depths = task.window_depths(len(x))
     groups = {None: slice(None)} if depths is None else {float(d): depths == d for d in depths.unique()}
     loss_sum = torch.zeros(length, dtype=torch.float64)  # (s,) summed loss of scored targets
     count = torch.zeros(length, dtype=torch.float64)  # (s,) number of scored targets

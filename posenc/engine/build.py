@@ -17,13 +17,14 @@ from posenc.engine.config import instantiate, target_class, to_container
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import EvalConfig
 from posenc.pe.grid import check_scheme_fits
+from posenc.tasks.base import Task
 from posenc.engine.training import TrainConfig
 
 
 @dataclass
 class Setup:
     config: dict[str, Any]
-    task: Any
+    task: Task
     model: torch.nn.Module
     train: TrainConfig
     eval: EvalConfig
@@ -51,7 +52,7 @@ def build(cfg: DictConfig) -> Setup:
     eval_cfg = instantiate(cfg.eval, "eval")
     task = instantiate(cfg.task, "task")
     choices = config["choices"]
-    images = getattr(task, "kind", "tokens") == "image"  # image tasks give the model its input shape
+    images = task.kind == "image"  # image tasks give the model its input shape
     if images != patches:
         fix = "--model vit_tiny" if images else "an image task (shapes, cifar10, mnist, image_folder)"
         raise ConfigError(f"task '{choices['task']}' does not fit model '{choices['model']}'; use {fix}")
