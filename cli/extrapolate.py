@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 
 
 def _names(value: str | None, option: str) -> list[str]:
@@ -60,6 +60,7 @@ def extrapolate(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Train at train.seq_len (or reuse the cached model), evaluate at longer lengths per scale.

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 from posenc.core.text import split_list
 
 
@@ -23,6 +23,7 @@ def resolution(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Train a ViT per scheme at task.resolution, then score it at other resolutions x methods.

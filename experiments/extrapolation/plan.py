@@ -7,19 +7,17 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from posenc.core.errors import ConfigError
-from posenc.engine.config import compose, config_root, instantiate, list_options, target_class
+from posenc.engine.config import compose, instantiate, list_options, option_node, target_class
 from posenc.pe.scaling import NoScale
 
 
 def scale_options() -> dict[str, dict[str, Any]]:
     """Every option of ``configs/scale/`` as its raw YAML node, ``none`` first."""
-    folder = config_root() / "scale"
     names = sorted(list_options("scale"), key=lambda n: (n != "none", n))
-    return {name: yaml.safe_load((folder / f"{name}.yaml").read_text()) or {} for name in names}
+    return {name: option_node("scale", name) for name in names}
 
 
 def scale_class(node: dict[str, Any]) -> type[NoScale]:

@@ -57,7 +57,7 @@ def _check_positive(name: str, value: float | None) -> None:
 
 
 @dataclass
-class _RopeScale(NoScale):
+class RopeScale(NoScale):
     """Shared by the RoPE scales: a factor (None: from the length) and the trained length."""
 
     acts_on: ClassVar[str] = "RoPE frequencies (pe=rope)"
@@ -86,7 +86,7 @@ class _RopeScale(NoScale):
 
 
 @dataclass
-class PI(_RopeScale):
+class PI(RopeScale):
     """Position Interpolation (Chen et al. 2023): θ_i / s."""
 
     hf_rope_type = "linear"
@@ -97,7 +97,7 @@ class PI(_RopeScale):
 
 
 @dataclass
-class NTK(_RopeScale):
+class NTK(RopeScale):
     """Static NTK-aware base change: base · s^(r/(r−2)) (Hugging Face has no such rope_type)."""
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
@@ -105,7 +105,7 @@ class NTK(_RopeScale):
 
 
 @dataclass
-class DynamicNTK(_RopeScale):
+class DynamicNTK(RopeScale):
     """Dynamic NTK: the base recomputed for each evaluated length; ``factor`` is Hugging Face's
     multiplier (1: exactly the NTK base for s = length / original_length)."""
 
@@ -120,7 +120,7 @@ class DynamicNTK(_RopeScale):
 
 
 @dataclass
-class YaRN(_RopeScale):
+class YaRN(RopeScale):
     """YaRN (Peng et al. 2023): NTK-by-parts ramp between beta_fast and beta_slow, temperature."""
 
     hf_rope_type = "yarn"
@@ -145,7 +145,7 @@ class YaRN(_RopeScale):
 
 
 @dataclass
-class Llama3(_RopeScale):
+class Llama3(RopeScale):
     """Llama 3.1: interpolate long wavelengths, keep short ones, smooth band between."""
 
     hf_rope_type = "llama3"
@@ -165,7 +165,7 @@ class Llama3(_RopeScale):
 
 
 @dataclass
-class LongRoPE(_RopeScale):
+class LongRoPE(RopeScale):
     """LongRoPE (Ding et al. 2024): per-frequency factors, ``long_factor`` past the trained length."""
 
     hf_rope_type = "longrope"
