@@ -152,8 +152,7 @@ def train_throughput(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     then every 1D scheme of the config tree vs NoPE at the same shape, each pair interleaved
     (``interleaved``): posenc and reference columns are medians of each, ratio the median of the
     per-round ratios."""
-    from posenc.engine.config import list_options
-    from posenc.core.errors import ConfigError
+    from posenc.engine.config import options_where
 
     torch.set_num_threads(threads)
     b, s = sizes.batch, sizes.seq_len
@@ -166,13 +165,8 @@ def train_throughput(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                             1.0)]
     nope = _lm("nope", extra)
     nope_step = _train_step(nope, nope, b, s, nope.vocab_size)
-    for name in list_options("pe"):
-        if name == "nope":
-            continue
-        try:
-            model = _lm(name, extra)
-        except ConfigError:
-            continue  # a scheme for another model (2D)
+    for name in options_where("pe", lambda c: c.ndim == 1 and c.encodes != "nothing"):
+        model = _lm(name, extra)
         rows.append(_throughput_row(f"{name} vs nope", _train_step(model, model, b, s, model.vocab_size), nope_step,
                                     tokens, sizes, threads, 0.9))
     return rows
@@ -249,8 +243,7 @@ def _long_eval_once(name: str, length: int, threads: int, repeats: int) -> dict[
 def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Forward pass of lm_tiny at long lengths (batch 1, fresh process each): time against NoPE
     (plain causal SDPA, no bias) and peak RSS against the 4 GiB bar."""
-    from posenc.engine.config import list_options
-    from posenc.core.errors import ConfigError
+    from posenc.engine.config import options_where
 
     rows = []
     gib = 2**30
@@ -260,11 +253,7 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         base = _long_eval_once("nope", length, threads, repeats)
         if isinstance(base, str):
             raise RuntimeError(f"NoPE evaluation at {length} failed: {base}")
-        for name in list_options("pe"):
-            try:
-                _lm(name, ["model.d_model=32", "model.n_heads=2"])
-            except ConfigError:
-                continue
+        for name in options_where("pe", lambda c: c.ndim == 1):
             result = base if name == "nope" else _long_eval_once(name, length, threads, repeats)
             if isinstance(result, str):
                 rows.append({"benchmark": "long eval", "case": f"{name} @ {length}", "posenc": float("nan"),
@@ -297,8 +286,8 @@ def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Forward pass of vit_tiny per 2D scheme against the learned absolute table (original ViT)
     at each resolution; then a learned table trained at the first resolution and resampled to the
     last one against a model built there: once resampled, the table costs nothing more."""
-    from posenc.engine.config import list_options
-    from posenc.core.errors import ConfigError
+    from posenc.engine.config import options_where
+    from posenc.pe.grid import fits_patches
 
     rows = []
     env = {"torch": torch}
@@ -308,13 +297,10 @@ def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         with torch.no_grad():
             env["m"] = _vit("learned", res)
             t_ref = _median("m(x)", env, threads, sizes.min_run_time)
-            for name in list_options("pe"):
+            for name in options_where("pe", fits_patches):
                 if name == "learned":
                     continue
-                try:
-                    env["m"] = _vit(name, res)
-                except ConfigError:
-                    continue  # a 1D scheme
+                env["m"] = _vit(name, res)
                 t = _median("m(x)", env, threads, sizes.min_run_time)
                 rows.append(row("vit forward", f"{name} @ {res}px vs learned", t, t_ref, "s", "report", False,
                                 float("inf")))

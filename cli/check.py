@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
 from posenc.cli.order import names
 
 
@@ -16,6 +16,7 @@ def check(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Measure what the theory claims (sinusoidal shift, RoPE relative invariance and norms,

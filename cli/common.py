@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,23 @@ ResultsDir = Annotated[
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar; print only the final table.")]
 Seed = Annotated[int | None, typer.Option(help="Random seed (the `seed` key).")]
 Steps = Annotated[int | None, typer.Option(help="Training steps (the `train.steps` key).")]
+
+
+def _use_config_dir(folder: Path | None) -> Path | None:
+    """Name the folder to the config layer (and to sweep jobs in other processes) by its variable."""
+    from posenc.engine.config import CONFIG_DIR_ENV
+
+    if folder is not None:
+        os.environ[CONFIG_DIR_ENV] = str(folder.resolve())
+    return folder
+
+
+ConfigDir = Annotated[
+    Path | None,
+    typer.Option("--config-dir", exists=True, file_okay=False, callback=_use_config_dir,
+                 help="Your own config folder (DIR/pe/NAME.yaml, ...; its Python modules import). "
+                      "Default: $POSENC_CONFIG_DIR."),
+]
 Overrides = Annotated[
     list[str] | None,
     typer.Argument(help="Hydra overrides, e.g. model.n_layers=4 train.lr=1e-3 task.path=my.txt", show_default=False),

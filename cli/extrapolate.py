@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 
 
 def _names(value: str | None, option: str) -> list[str]:
@@ -60,6 +60,7 @@ def extrapolate(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Train at train.seq_len (or reuse the cached model), evaluate at longer lengths per scale.
@@ -67,7 +68,8 @@ def extrapolate(
     Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
     """
     with user_errors():
-        from posenc.experiments.extrapolation import plan, run
+        from posenc.experiments.extrapolation.plan import plan
+        from posenc.experiments.extrapolation.protocol import run
         from posenc.engine.results import results_root
 
         base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)

@@ -6,13 +6,14 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import console, user_errors
+from posenc.cli.common import ConfigDir, console, user_errors
 
 
 def list_(
     group: Annotated[str | None, typer.Argument(help="One group (model, pe, task, train, eval, scale, experiment) or suite.")] = None,
+    config_dir: ConfigDir = None,
 ) -> None:
-    """List every option of every config group with its description."""
+    """List every option of every config group with its description (with --config-dir, yours too)."""
     from rich.table import Table
 
     from posenc.engine.config import GROUPS, list_options

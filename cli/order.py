@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 from posenc.core.text import split_list
 
 
@@ -25,6 +25,7 @@ def order(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Shuffle the input tokens K times and measure how much the output moves, at

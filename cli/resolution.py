@@ -6,14 +6,13 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
 from posenc.core.text import split_list
-
-VIT_SCHEMES = "nope,learned,learned2d,sincos2d,rel2d,alibi2d,rope2d_axial,rope2d_mixed"
 
 
 def resolution(
-    pe: Annotated[str, typer.Option(help="Comma list of position schemes (see `posenc list pe`).")] = VIT_SCHEMES,
+    pe: Annotated[str | None, typer.Option(help="Comma list of position schemes (see `posenc list pe`). "
+                                                "Default: every 2D scheme.")] = None,
     interp: Annotated[str | None, typer.Option(help="Comma list of methods: nearest, bilinear, bicubic, area, "
                                                     "clip, extrapolate, interpolate. Default: bicubic,extrapolate,interpolate.")] = None,
     res: Annotated[str | None, typer.Option(help="Comma list of evaluation resolutions in px. Default: 16,24,32,48,64.")] = None,
@@ -26,6 +25,7 @@ def resolution(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Train a ViT per scheme at task.resolution, then score it at other resolutions x methods.
@@ -39,7 +39,7 @@ def resolution(
     """
     with user_errors():
         from posenc.experiments.resolution import run
-        from posenc.engine.config import compose
+        from posenc.engine.config import compose, options_where
         from posenc.engine.results import results_root
 
         options = {"task": task, "train.steps": steps, "seed": seed,
@@ -48,10 +48,10 @@ def resolution(
             options["resolution.methods"] = "[" + ",".join(split_list(interp, "--interp")) + "]"
         if res is not None:
             options["resolution.resolutions"] = "[" + ",".join(map(str, split_list(res, "--res", int))) + "]"
-        cfgs = [compose(["experiment=resolution", f"pe={name}", *overrides_from(options, overrides)])
-                for name in split_list(pe, "--pe")]
+        names = split_list(pe, "--pe") if pe is not None else options_where("pe", lambda c: c.ndim == 2)
+        cfgs = [compose(["experiment=resolution", f"pe={name}", *overrides_from(options, overrides)]) for name in names]
         total = sum(c.train.steps for c in cfgs)
-        with Progress(total, quiet, f"resolution {pe}") as progress:
+        with Progress(total, quiet, f"resolution {','.join(names)}") as progress:
             table, run_dir = run(cfgs, results_root=results_root(results_dir), on_log=progress)
     console.print(table.to_markdown(index=False, floatfmt=".3f"), highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

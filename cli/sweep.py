@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc.cli.common import Overrides, ResultsDir, console, fail, user_errors
+from posenc.cli.common import ConfigDir, Overrides, ResultsDir, console, fail, user_errors
 
 # posenc.launch.sweep.SCHEMA_WARNING, here too because a submitit job imports this module (not
 # posenc.launch.sweep, which start-up would pay for) before Hydra loads the launcher config again
@@ -31,6 +31,7 @@ def sweep(
         help="Hydra launcher: basic (one after another), joblib (local processes), "
              "submitit_local, submitit_slurm (settings in configs/hydra/launcher/).")] = "basic",
     results_dir: ResultsDir = None,
+    config_dir: ConfigDir = None,
 ) -> None:
     """Run every combination of comma-separated overrides as one job each; list them with their
     status, and aggregate the runs that differ only by seed (mean, std, n, 95% interval).
@@ -63,11 +64,12 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     """Hand the sweep to Hydra's ``@hydra.main`` as if from its own command line."""
     import hydra
 
+    from posenc.engine.config import searchpath_overrides
     from posenc.launch.sweep import quiet_schema_matching
 
     entry = hydra.main(config_path="pkg://posenc.configs", config_name="config", version_base="1.3")(_job)
     argv = [sys.argv[0], "--multirun", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
-            *hydra_overrides, *job_overrides]
+            *searchpath_overrides(), *hydra_overrides, *job_overrides]
     saved, sys.argv = sys.argv, argv
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, print_record, user_errors
+from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, print_record, user_errors
 
 
 def train(
@@ -21,6 +21,7 @@ def train(
     resume: Annotated[Path | None, typer.Option(
         help="Continue the run in this directory from its last checkpoint. Without other options "
              "it keeps the run's own config; with them, they must give the same config.")] = None,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Train a model with a position scheme on a task and print its validation scores.

@@ -36,6 +36,8 @@ from posenc.analysis.permutation import permutation_test
 from posenc.core.io import save_figure, write_table
 from posenc.engine.results import RunDir
 from posenc.engine.training import resolve_device, train
+from posenc.experiments.train import input_size
+from posenc.tasks.base import Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
 TRAIN_OPTION = "order"  # configs/train/order.yaml: short sequences, a few hundred steps
@@ -72,11 +74,12 @@ def order_tasks() -> list[str]:
     A class may make it depend on its settings (an image task whose label is "A above B" is an
     order task, one whose label is the shape is not); the built task decides in ``_cells``.
     """
-    return [name for name in list_options("task") if hasattr(_task_class(name), "order_labels")]
+    return [name for name in list_options("task") if (cls := _task_class(name)) is not None and cls.order_labels]
 
 
 def _is_image_task(name: str) -> bool:
-    return getattr(_task_class(name), "kind", "tokens") == "image"
+    cls = _task_class(name)
+    return cls is not None and cls.kind == "image"
 
 
 def _check_names(group: str, names: Sequence[str]) -> None:
@@ -98,7 +101,7 @@ def _cells(model: str, pe: str, task: str, overrides: Sequence[str]) -> list[Cel
     cells = []
     for causal in modes:
         setup = build(compose([*names, *([] if causal is None else [f"model.causal={str(causal).lower()}"])]))
-        if not getattr(setup.task, "order_labels", False):
+        if not setup.task.order_labels:
             raise ConfigError(f"task '{task}' with these settings does not label order (order_labels is false)")
         attention = "causal" if getattr(setup.model, "causal", False) else "bidirectional"
         cells.append(Cell(model, attention, pe, task, setup))
@@ -161,21 +164,21 @@ def task_data(setup: Setup) -> tuple[Callable[[int, torch.Generator], Any], tupl
     Sequence tasks (``eval_windows``) are cut at ``train.seq_len``; image tasks (``kind ==
     "image"``, the ViT's) give one label per image and have their own resolution.
     """
-    task, ev = setup.task, setup.eval
-    if getattr(task, "kind", "tokens") == "image":
-        return task.train_batch, task.eval_set(max_items=ev.max_windows)
-    seq_len = setup.train.seq_len
-    return (lambda b, g: task.train_batch(b, seq_len, g)), task.eval_windows(seq_len, ev.max_windows)
+    task, ev, size = setup.task, setup.eval, input_size(setup)
+    batches = lambda b, g: task.train_batch(b, size, g)  # noqa: E731
+    if task.kind == "image":
+        return batches, task.eval_set(max_items=ev.max_windows)
+    return batches, task.eval_windows(size, ev.max_windows)
 
 
-def chance_of(task: Any, targets: torch.Tensor) -> float:
+def chance_of(task: Task, targets: torch.Tensor) -> float:
     """The accuracy of a model blind to order: the task's ``chance_accuracy`` if it states one,
     else always answering the most frequent class of the evaluated labels (never below 1/C)."""
-    if hasattr(task, "chance_accuracy"):
+    if task.chance_accuracy is not None:
         return float(task.chance_accuracy)
     scored = targets[targets != IGNORE_INDEX]
     majority = float(scored.bincount().max()) / len(scored) if len(scored) else float("nan")
-    classes = getattr(task, "num_classes", None)
+    classes = task.num_classes if task.kind == "image" else None
     return max(majority, 1.0 / classes) if classes else majority
 
 

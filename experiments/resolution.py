@@ -27,7 +27,7 @@ from posenc.engine.config import experiment_settings
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
-from posenc.pe.grid import METHODS, grid_methods
+from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES
 from posenc.core.io import atomic_write_bytes, save_figure, write_table
 from posenc.engine.results import RunDir
@@ -96,7 +96,7 @@ def _check(setup: Setup, settings: ResolutionConfig) -> list[str]:
         raise ConfigError(f"the resolution experiment needs the ViT (model=vit_tiny), got model '{setup.config['choices']['model']}'")
     for res in settings.resolutions:
         check_image_size(res, setup.model.patch_size, "resolution")
-    valid = grid_methods(setup.model.pe)
+    valid = setup.model.pe.grid_methods
     methods = methods_for(valid, settings.methods)
     if not methods:
         raise ConfigError(f"none of the methods {', '.join(settings.methods)} applies to pe '{name}'; valid: {', '.join(valid)}")
@@ -215,7 +215,7 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         started = time.perf_counter()
         log = (lambda r, o=offset: on_log({**r, "step": r["step"] + o})) if on_log else None
         periodic = task.eval_set(max_items=ev.periodic_windows)
-        result = train(model, task.train_batch, setup.train, seed=setup.seed, run=None,
+        result = train(model, lambda b, g: task.train_batch(b, task.resolution, g), setup.train, seed=setup.seed, run=None,
                        validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device), on_log=log)
         offset += setup.train.steps
         run_dir.log({"pe": name, "train_loss": result.train_loss, "seconds": time.perf_counter() - started})
@@ -237,7 +237,7 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
                 rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc})
                 if settings.finetune_steps:
-                    train(moved, lambda b, g, r=res: task.train_batch(b, g, resolution=r), ft_cfg, seed=setup.seed)
+                    train(moved, lambda b, g, r=res: task.train_batch(b, r, g), ft_cfg, seed=setup.seed)
                     acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
                     rows.append({"pe": name, "method": method, "finetune_steps": settings.finetune_steps,
                                  "resolution": res, "accuracy": acc})

@@ -22,13 +22,14 @@ def run_name(choices: dict[str, Any]) -> str:
     return "-".join(str(choices[g]) for g in ("model", "pe", "task") if choices.get(g))
 
 
-def is_image_task(task: Any) -> bool:
-    return getattr(task, "kind", "tokens") == "image"
+def input_size(setup: Setup) -> int:
+    """The ``size`` of a training batch: the image side of an image task, else train.seq_len."""
+    return setup.task.resolution if setup.task.kind == "image" else setup.train.seq_len
 
 
 def eval_data(setup: Setup, max_items: int | None) -> tuple:
     """Validation images (one label each), or validation windows at ``train.seq_len``."""
-    if is_image_task(setup.task):
+    if setup.task.kind == "image":
         return setup.task.eval_set(max_items=max_items)
     return setup.task.eval_windows(setup.train.seq_len, max_items)
 
@@ -41,11 +42,8 @@ def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] 
     checkpoint. A failure is marked in its summary and re-raised; so is a stop signal
     (``interrupted``, after the checkpoint).
     """
-    task, ev = setup.task, setup.eval
-    if is_image_task(task):
-        batches = task.train_batch
-    else:
-        batches = lambda b, g: task.train_batch(b, setup.train.seq_len, g)  # noqa: E731
+    task, ev, size = setup.task, setup.eval, input_size(setup)
+    batches = lambda b, g: task.train_batch(b, size, g)  # noqa: E731
     periodic = eval_data(setup, ev.periodic_windows)
     device = resolve_device(setup.train.device)
     try:
@@ -85,7 +83,7 @@ def run(
         run_dir = RunDir.reopen(resume, setup.config)
     device = resolve_device(setup.train.device)
     task, ev = setup.task, setup.eval
-    images = is_image_task(task)
+    images = task.kind == "image"
     final = eval_data(setup, ev.max_windows)
 
     started = time.perf_counter()
@@ -106,7 +104,7 @@ def run(
                 "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
                 "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
                 # a corpus has a unigram baseline; a generated task does not
-                **({"unigram_bpb": task.unigram_bits_per_byte()} if hasattr(task, "unigram_bits_per_byte") else {}),
+                **({"unigram_bpb": unigram} if (unigram := task.unigram_bits_per_byte()) is not None else {}),
                 "tokens_per_s": result.tokens_per_s}
     row["seconds"] = time.perf_counter() - started
     table = pd.DataFrame([row])

@@ -15,6 +15,7 @@ def cli(capsys, monkeypatch):
     from posenc.cli.app import main
 
     monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("POSENC_CONFIG_DIR", "")  # --config-dir sets it for the process: undone after the test
 
     def run(*args: str):
         monkeypatch.setattr(sys, "argv", ["posenc", *map(str, args)])

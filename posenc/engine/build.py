@@ -11,19 +11,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from posenc.engine.config import instantiate, target_class, to_container
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import EvalConfig
-from posenc.pe.grid import check_scheme_name
+from posenc.pe.grid import check_scheme_fits
+from posenc.tasks.base import Task
 from posenc.engine.training import TrainConfig
 
 
 @dataclass
 class Setup:
     config: dict[str, Any]
-    task: Any
+    task: Task
     model: torch.nn.Module
     train: TrainConfig
     eval: EvalConfig
@@ -41,7 +42,8 @@ def takes_patches(cfg: DictConfig) -> bool:
 def build(cfg: DictConfig) -> Setup:
     """The task, the model (seeded) and the train/eval settings of a composed config."""
     patches = takes_patches(cfg)
-    check_scheme_name(str(cfg.choices.pe), patches)  # before resolving: 2D options read task keys
+    # before resolving: 2D options read task keys
+    check_scheme_fits(target_class(OmegaConf.to_container(cfg.pe, resolve=False), "pe"), str(cfg.choices.pe), patches)
     config = to_container(cfg)
     seed = config.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -50,7 +52,7 @@ def build(cfg: DictConfig) -> Setup:
     eval_cfg = instantiate(cfg.eval, "eval")
     task = instantiate(cfg.task, "task")
     choices = config["choices"]
-    images = getattr(task, "kind", "tokens") == "image"  # image tasks give the model its input shape
+    images = task.kind == "image"  # image tasks give the model its input shape
     if images != patches:
         fix = "--model vit_tiny" if images else "an image task (shapes, cifar10, mnist, image_folder)"
         raise ConfigError(f"task '{choices['task']}' does not fit model '{choices['model']}'; use {fix}")

@@ -3,6 +3,11 @@
 ``configs/`` is a Python package, so ``initialize_config_module("configs")`` finds the tree both
 in an editable install and in a wheel. ``_target_`` in each option is the only registry: listing
 options reads the tree, building objects reads ``_target_``.
+
+A researcher's own options live in their own folder, laid out like the tree (``DIR/pe/mine.yaml``),
+named by ``$POSENC_CONFIG_DIR`` (``--config-dir`` sets it; several folders joined by ``os.pathsep``).
+Its options are listed and composed with the built-in ones (Hydra's search path), and the folder
+is put on ``sys.path``, so a ``_target_`` may name a module that sits in it.
 """
 
 from __future__ import annotations
@@ -11,9 +16,12 @@ import dataclasses
 import functools
 import importlib.resources
 import inspect
+import os
+import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -22,6 +30,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from posenc.core.errors import ConfigError
 
 CONFIG_MODULE = "posenc.configs"
+CONFIG_DIR_ENV = "POSENC_CONFIG_DIR"
 GROUPS = ("model", "pe", "task", "train", "eval", "scale", "experiment")
 _RESERVED = ("_target_", "description")
 
@@ -49,16 +58,46 @@ def config_root():
     return importlib.resources.files(CONFIG_MODULE)
 
 
-def list_options(group: str) -> dict[str, str]:
-    """Every option of a config group with its one-line description, read from the tree."""
+def user_config_dirs() -> list[Path]:
+    """The researcher's config folders named by ``$POSENC_CONFIG_DIR``, each put on ``sys.path``
+    so that its modules import (a folder that does not exist is a ``ConfigError``)."""
+    dirs = [Path(p).expanduser().resolve() for p in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    for d in dirs:
+        if not d.is_dir():
+            raise ConfigError(f"config folder '{d}' (--config-dir, ${CONFIG_DIR_ENV}) is not a folder")
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    return dirs
+
+
+def searchpath_overrides() -> list[str]:
+    """The Hydra override that adds the researcher's config folders to the search path."""
+    dirs = user_config_dirs()
+    return [f"hydra.searchpath=[{','.join(repr(f'file://{d}') for d in dirs)}]"] if dirs else []
+
+
+def _option_files(group: str) -> dict[str, Any]:
+    """Every option file of a group by name: the built-in tree's, then each user folder's. A user
+    option may not take a built-in name (Hydra would silently keep one of the two)."""
     folder = config_root() / group
     if not folder.is_dir():
         raise ConfigError(f"unknown config group '{group}'; valid groups: {', '.join(GROUPS)}")
+    files = {e.name[: -len(".yaml")]: e for e in folder.iterdir() if e.name.endswith(".yaml")}
+    for d in user_config_dirs():
+        for entry in sorted((d / group).glob("*.yaml")):
+            if entry.stem in files:
+                raise ConfigError(f"{entry}: option '{entry.stem}' already exists in {group}; give yours another name")
+            files[entry.stem] = entry
+    return dict(sorted(files.items()))
+
+
+def list_options(group: str) -> dict[str, str]:
+    """Every option of a config group with its one-line description, read from the tree (and the
+    researcher's config folders)."""
     options = {}
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml"):
-            node = yaml.safe_load(entry.read_text()) or {}
-            options[entry.name[: -len(".yaml")]] = str(node.get("description", ""))
+    for name, entry in _option_files(group).items():
+        node = yaml.safe_load(entry.read_text()) or {}
+        options[name] = str(node.get("description", ""))
     return options
 
 
@@ -68,23 +107,25 @@ def target_class(node: Any, path: str) -> Any:
     The one way to read an option's ``_target_``: facts about a scheme, scaling, task or model
     live on its class, and callers ask the class.
     """
-    from hydra.utils import get_object
+    from hydra._internal.utils import _locate  # hydra.utils.get_object, without its log line on stderr
 
     target = (to_container(node) if not isinstance(node, dict) else node).get("_target_")
     if target is None:
         raise ConfigError(f"{path}: no _target_ in the config")
+    user_config_dirs()  # a researcher's module in their config folder imports
     try:
-        return get_object(target)
-    except Exception:
-        raise ConfigError(f"{path}._target_: cannot import '{target}'") from None
+        return _locate(target)
+    except Exception as e:  # ImportError, AttributeError, or the module's own error
+        reason = (str(e.__cause__ or e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"{path}._target_: cannot import '{target}' ({reason})") from None
 
 
 def option_node(group: str, option: str) -> dict[str, Any]:
     """The raw YAML of ``configs/<group>/<option>.yaml`` (before composition)."""
-    options = list_options(group)
-    if option not in options:
-        raise ConfigError(f"unknown {group} '{option}'; valid: {', '.join(options)}")
-    return yaml.safe_load((config_root() / group / f"{option}.yaml").read_text()) or {}
+    files = _option_files(group)
+    if option not in files:
+        raise ConfigError(f"unknown {group} '{option}'; valid: {', '.join(files)}")
+    return yaml.safe_load(files[option].read_text()) or {}
 
 
 def option_class(group: str, option: str) -> Any:
@@ -133,7 +174,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+            cfg = hydra_compose("config", overrides=[*overrides, *searchpath_overrides()], return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(_hydra_message(e)) from None
     finally:

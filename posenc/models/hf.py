@@ -15,7 +15,7 @@ from posenc.core.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.rope import RoPE
 from posenc.pe.rope_scaling import proportional_frequencies
-from posenc.pe.scaling import PI, DynamicNTK, Llama3, LongRoPE, NoScale, YaRN
+from posenc.pe.scaling import PI, NoScale, hf_scale_classes, scale_parameters
 
 
 def _rope_parameters(config: Any) -> dict[str, Any]:
@@ -28,33 +28,28 @@ def _rope_parameters(config: Any) -> dict[str, Any]:
     return params
 
 
+# Gemma's partial rotary over the whole head: a RoPE layout (rope_from_hf_config) scaled as PI
+PROPORTIONAL = "proportional"
+
+
 def scale_from_hf_config(config: Any) -> NoScale:
-    """The posenc scale for a Hugging Face ``rope_type`` (``NoScale`` for ``default``)."""
+    """The posenc scale whose class declares the config's ``rope_type`` (``hf_rope_type``), its
+    parameters read by their declared names (``NoScale`` for ``default``)."""
     params = _rope_parameters(config)
     kind, max_len = params["rope_type"], config.max_position_embeddings
-    original = params.get("original_max_position_embeddings", max_len)
+    classes = hf_scale_classes()
+    cls = PI if kind == PROPORTIONAL else classes.get(kind)
+    if cls is None:
+        raise ConfigError(f"rope_type '{kind}' is not supported; supported: {', '.join([*classes, PROPORTIONAL])}")
+    names = scale_parameters(cls)
+    if not names:
+        return cls()
+    lengths = {"max_position_embeddings": max_len,
+               "original_max_position_embeddings": params.get("original_max_position_embeddings", max_len)}
+    original = lengths[cls.hf_trained_length]
     factor = params.get("factor") or max_len / original  # yarn and longrope infer it when absent
-    if kind == "default":
-        return NoScale()
-    if kind in ("linear", "proportional"):
-        return PI(factor=factor, original_length=max_len)
-    if kind == "dynamic":
-        return DynamicNTK(factor=factor, original_length=max_len)
-    if kind == "yarn":
-        return YaRN(factor=factor, original_length=original, beta_fast=params.get("beta_fast") or 32.0,
-                    beta_slow=params.get("beta_slow") or 1.0, mscale=params.get("mscale"),
-                    mscale_all_dim=params.get("mscale_all_dim"), truncate=params.get("truncate", True),
-                    attention_factor=params.get("attention_factor"))
-    if kind == "llama3":
-        return Llama3(factor=factor, original_length=original, low_freq_factor=params["low_freq_factor"],
-                      high_freq_factor=params["high_freq_factor"])
-    if kind == "longrope":
-        return LongRoPE(factor=factor, original_length=original, short_factor=params.get("short_factor"),
-                        long_factor=params.get("long_factor"), attention_factor=params.get("attention_factor"))
-    raise ConfigError(f"rope_type '{kind}' is not supported; supported: default, {', '.join(HF_ROPE_TYPES)}")
-
-
-HF_ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
+    given = {n: params[n] for n in names if params.get(n) is not None and n not in ("factor", "original_length")}
+    return cls(factor=factor, original_length=original, **given)
 
 
 def rope_from_hf_config(config: Any) -> RoPE:
@@ -68,7 +63,7 @@ def rope_from_hf_config(config: Any) -> RoPE:
     fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0))
     scale = scale_from_hf_config(config)
     base = float(params["rope_theta"])
-    if params["rope_type"] == "proportional":  # zero frequencies past the fraction, over the whole head
+    if params["rope_type"] == PROPORTIONAL:  # zero frequencies past the fraction, over the whole head
         rope = RoPE(head_dim=head_dim, base=base, layout="half")
         rope.set_frequencies(*proportional_frequencies(head_dim, base, fraction, scale.factor))
         return rope
@@ -131,6 +126,7 @@ def from_hf_llama(model: Any) -> CausalLM:
             names[name] = f"model.layers.{i}.{parts[module]}.{leaf}"
     with torch.no_grad():
         lm.load_state_dict({ours: src[theirs] for ours, theirs in names.items()}, strict=True)
-    if _rope_parameters(config)["rope_type"] in ("dynamic", "longrope"):
-        lm.register_forward_pre_hook(_follow_length(scale_from_hf_config(config)), with_kwargs=True)
+    scale = scale_from_hf_config(config)
+    if scale.length_dependent:
+        lm.register_forward_pre_hook(_follow_length(scale), with_kwargs=True)
     return lm.to(next(model.parameters()).dtype)

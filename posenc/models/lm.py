@@ -59,10 +59,8 @@ class CausalLM(nn.Module):
         if n_heads % n_kv_heads:
             raise ConfigError(f"model.n_heads={n_heads} is not divisible by model.n_kv_heads={n_kv_heads}")
         if pe.ndim != 1:
-            raise ConfigError(
-                f"pe '{type(pe).__name__}' is a 2D scheme for image patches; the causal LM takes a 1D "
-                "scheme (nope, learned, sinusoidal, rope, xpos, relative, t5, alibi, kerple, fire)"
-            )
+            raise ConfigError(f"pe '{type(pe).__name__}' is a 2D scheme for image patches; the causal LM takes "
+                              f"a 1D scheme" + (f", e.g. pe={pe.counterpart}" if pe.counterpart else " (posenc list pe)"))
         self.pe = pe
         self.causal = causal  # False: a bidirectional encoder (permutation tests, `posenc order`)
         self.vocab_size, self.d_model, self.n_heads, self.head_dim = vocab_size, d_model, n_heads, head_dim

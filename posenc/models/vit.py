@@ -22,7 +22,7 @@ from torch import nn
 from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionOutOfRange, PositionScheme
-from posenc.pe.grid import check_patch_scheme, grid_methods, interpolated_positions, patch_positions
+from posenc.pe.grid import check_patch_scheme, interpolated_positions, patch_positions
 from posenc.pe.learned import LearnedPE
 from posenc.pe.resample import MODES, as_grid, resample_grid
 
@@ -103,7 +103,7 @@ class ViT(nn.Module):
         if positions is None:
             positions = self.positions(grid, x.device)
         pe, n_prefix = self.pe, self.num_prefix_tokens
-        if grid != self.grid and not set(grid_methods(pe)) & {"extrapolate", "clip", "none"}:
+        if grid != self.grid and not set(pe.grid_methods) & {"extrapolate", "clip", "none"}:
             raise PositionOutOfRange(
                 f"the position table is for a {self.grid[0]}x{self.grid[1]} grid, the images give "
                 f"{grid[0]}x{grid[1]}; resample it first (ViT.set_resolution)"
@@ -128,12 +128,12 @@ class ViT(nn.Module):
     def set_resolution(self, image_size: int, method: str, antialias: bool | None = None) -> ViT:
         """Serve ``image_size`` px images: resample tables with a mode, or pick how coordinates map.
 
-        ``method`` is one of ``grid_methods(self.pe)``: an interpolation mode for tables,
+        ``method`` is one of ``self.pe.grid_methods``: an interpolation mode for tables,
         ``extrapolate`` / ``interpolate`` for coordinate schemes, ``clip`` for relative tables.
         ``antialias`` (None: on for bilinear and bicubic, as timm) goes to ``resample_grid``.
         Modifies the model in place (copy it first to keep the original) and returns it.
         """
-        valid = grid_methods(self.pe)
+        valid = self.pe.grid_methods
         if method not in valid:
             raise ConfigError(f"method '{method}' does not apply to pe {type(self.pe).__name__}; valid: {', '.join(valid)}")
         new = as_grid(check_image_size(image_size, self.patch_size, "resolution"))

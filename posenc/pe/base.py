@@ -48,6 +48,7 @@ class PositionScheme(nn.Module):
     ndim: ClassVar[int] = 1
     encodes: ClassVar[str] = "nothing"
     counterpart: ClassVar[str | None] = None
+    grid_methods: ClassVar[tuple[str, ...]] = ("none",)  # how it serves another patch grid (pe.grid)
     max_positions: int | None = None
     randomized: bool = False
     randomized_max: int | None = None

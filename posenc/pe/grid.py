@@ -22,11 +22,6 @@ from posenc.pe.resample import MODES, as_grid
 COORDINATE_METHODS = ("extrapolate", "interpolate")
 METHODS = (*MODES, "clip", *COORDINATE_METHODS, "none")
 
-# the scheme of the same family for the other kind of model (config option names)
-PATCH_COUNTERPART = {"sinusoidal": "sincos2d", "relative": "rel2d", "t5": "rel2d", "fire": "rel2d",
-                     "alibi": "alibi2d", "kerple": "alibi2d", "rope": "rope2d_axial", "xpos": "rope2d_axial"}
-TEXT_COUNTERPART = {"learned2d": "learned", "sincos2d": "sinusoidal", "rel2d": "relative",
-                    "alibi2d": "alibi", "rope2d_axial": "rope", "rope2d_mixed": "rope"}
 
 
 def patch_positions(grid: int | tuple[int, int], device: torch.device | str | None = None) -> torch.Tensor:
@@ -47,32 +42,28 @@ def interpolated_positions(grid: int | tuple[int, int], trained: int | tuple[int
     return (patch_positions((h, w), device).float() + 0.5) * scale - 0.5  # (H·W, 2)
 
 
-def grid_methods(pe: PositionScheme) -> tuple[str, ...]:
-    """How ``pe`` can serve another grid: ``pe.grid_methods``; a 1D table over the raster order
-    is resampled like a grid (the original ViT); a scheme without positions needs nothing."""
-    from posenc.pe.learned import LearnedPE
-
-    if isinstance(pe, LearnedPE):
-        return MODES
-    return getattr(pe, "grid_methods", ("none",))
+def fits_patches(scheme: type[PositionScheme]) -> bool:
+    """Whether a scheme class serves the ViT's patch grid: a 2D scheme, NoPE, or a 1D scheme
+    that can serve a grid (``grid_methods``: a learned table laid over the raster order)."""
+    return scheme.ndim == 2 or scheme.encodes == "nothing" or scheme.grid_methods != ("none",)
 
 
-def check_scheme_name(option: str, patches: bool) -> None:
-    """A 1D-only option on the ViT or a 2D option on the LM is a user mistake: name the fix."""
-    if patches and option in PATCH_COUNTERPART:
-        raise ConfigError(f"pe '{option}' is 1D-only and does not fit the ViT's patch grid; use pe={PATCH_COUNTERPART[option]}")
-    if not patches and option in TEXT_COUNTERPART:
-        raise ConfigError(f"pe '{option}' is a 2D scheme for ViT patches; on the causal LM use pe={TEXT_COUNTERPART[option]}")
+def _fix(scheme: type[PositionScheme], model: str) -> str:
+    return f"use pe={scheme.counterpart}" if scheme.counterpart else f"use a {model} scheme (posenc list pe)"
+
+
+def check_scheme_fits(scheme: type[PositionScheme], option: str, patches: bool) -> None:
+    """A 1D-only option on the ViT or a 2D option on the LM is a user mistake: name the fix
+    (the class's ``counterpart``)."""
+    if patches and not fits_patches(scheme):
+        raise ConfigError(f"pe '{option}' is 1D-only and does not fit the ViT's patch grid; {_fix(scheme, '2D')}")
+    if not patches and scheme.ndim != 1:
+        raise ConfigError(f"pe '{option}' is a 2D scheme for ViT patches; on the causal LM {_fix(scheme, '1D')}")
 
 
 def check_patch_scheme(pe: PositionScheme) -> None:
     """The ViT takes a 2D scheme, NoPE, or a 1D learned table laid over the raster order."""
-    from posenc.pe.learned import LearnedPE
-    from posenc.pe.nope import NoPE
-
-    if pe.ndim != 2 and not isinstance(pe, (NoPE, LearnedPE)):
-        raise ConfigError(f"pe {type(pe).__name__} is 1D-only and does not fit the ViT's patch grid; "
-                          f"use nope, learned or a 2D scheme ({', '.join(TEXT_COUNTERPART)})")
+    check_scheme_fits(type(pe), type(pe).__name__, patches=True)
 
 
 def split_prefix(x: torch.Tensor, n_patches: int) -> tuple[torch.Tensor, torch.Tensor]:

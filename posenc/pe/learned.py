@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from posenc.pe.base import PositionScheme
+from posenc.pe.resample import MODES
 
 
 class LearnedPE(PositionScheme):
@@ -18,6 +19,7 @@ class LearnedPE(PositionScheme):
     adds_embedding = True
     encodes = "absolute"
     counterpart = "learned2d"
+    grid_methods = MODES  # on the ViT: a table over the raster order, resampled like a grid
 
     def __init__(self, dim: int, max_len: int, init_std: float = 0.02, randomized: bool = False,
                  randomized_max: int = 2048) -> None:

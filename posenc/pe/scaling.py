@@ -11,14 +11,16 @@ factor at every length as Hugging Face does, and its ``short_factor`` applies at
 Facts on each class: ``hf_rope_type`` is Hugging Face's ``rope_type`` for the same rescaling
 (None: Hugging Face has none), ``length_dependent`` says the frequencies depend on the evaluated
 length beyond the factor (dynamic NTK; LongRoPE's short/long switch), so a loaded model must
-re-apply the scale at every forward pass.
+re-apply the scale at every forward pass. A scale's parameters are its dataclass fields, named as
+in Hugging Face's ``rope_parameters`` (but ``original_length``), so a loader reads them from the
+fields; ``hf_trained_length`` is the Hugging Face key that holds the trained length.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import torch
@@ -36,6 +38,7 @@ class NoScale:
     acts_on: ClassVar[str] = "every scheme"
     hf_rope_type: ClassVar[str | None] = "default"
     length_dependent: ClassVar[bool] = False
+    requires: ClassVar[tuple[str, ...]] = ()  # parameters with no default: `all` skips the scale without them
 
     @classmethod
     def applies(cls, pe: PositionScheme) -> bool:
@@ -55,10 +58,12 @@ def _check_positive(name: str, value: float | None) -> None:
 
 
 @dataclass
-class _RopeScale(NoScale):
+class RopeScale(NoScale):
     """Shared by the RoPE scales: a factor (None: from the length) and the trained length."""
 
     acts_on: ClassVar[str] = "RoPE frequencies (pe=rope)"
+    hf_rope_type: ClassVar[str | None] = None
+    hf_trained_length: ClassVar[str] = "original_max_position_embeddings"
     factor: float | None = None
     original_length: int = 128
 
@@ -82,31 +87,31 @@ class _RopeScale(NoScale):
 
 
 @dataclass
-class PI(_RopeScale):
+class PI(RopeScale):
     """Position Interpolation (Chen et al. 2023): θ_i / s."""
 
     hf_rope_type = "linear"
+    hf_trained_length = "max_position_embeddings"
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.linear_frequencies(rot_dim, base, self.factor_for(length))
 
 
 @dataclass
-class NTK(_RopeScale):
-    """Static NTK-aware base change: base · s^(r/(r−2))."""
-
-    hf_rope_type = None
+class NTK(RopeScale):
+    """Static NTK-aware base change: base · s^(r/(r−2)) (Hugging Face has no such rope_type)."""
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.ntk_frequencies(rot_dim, base, self.factor_for(length))
 
 
 @dataclass
-class DynamicNTK(_RopeScale):
+class DynamicNTK(RopeScale):
     """Dynamic NTK: the base recomputed for each evaluated length; ``factor`` is Hugging Face's
     multiplier (1: exactly the NTK base for s = length / original_length)."""
 
     hf_rope_type = "dynamic"
+    hf_trained_length = "max_position_embeddings"
     length_dependent = True
 
     factor: float | None = 1.0
@@ -116,7 +121,7 @@ class DynamicNTK(_RopeScale):
 
 
 @dataclass
-class YaRN(_RopeScale):
+class YaRN(RopeScale):
     """YaRN (Peng et al. 2023): NTK-by-parts ramp between beta_fast and beta_slow, temperature."""
 
     hf_rope_type = "yarn"
@@ -141,7 +146,7 @@ class YaRN(_RopeScale):
 
 
 @dataclass
-class Llama3(_RopeScale):
+class Llama3(RopeScale):
     """Llama 3.1: interpolate long wavelengths, keep short ones, smooth band between."""
 
     hf_rope_type = "llama3"
@@ -161,7 +166,7 @@ class Llama3(_RopeScale):
 
 
 @dataclass
-class LongRoPE(_RopeScale):
+class LongRoPE(RopeScale):
     """LongRoPE (Ding et al. 2024): per-frequency factors, ``long_factor`` past the trained length.
 
     Without ``factor``, s = ``max_position`` / ``original_length`` (Hugging Face's
@@ -231,7 +236,7 @@ def interpolate_table(table: torch.Tensor, length: int) -> torch.Tensor:
 
 class _TableScale(NoScale):
     acts_on: ClassVar[str] = "learned position tables (pe=learned)"
-    hf_rope_type = None
+    hf_rope_type: ClassVar[str | None] = None
 
     @classmethod
     def applies(cls, pe: PositionScheme) -> bool:
@@ -254,3 +259,21 @@ class TableInterpolate(_TableScale):
     """A learned table linearly interpolated to the evaluated length."""
 
     resample = staticmethod(interpolate_table)
+
+
+def hf_scale_classes() -> dict[str, type[NoScale]]:
+    """Every scale class (posenc's and any imported subclass) by its ``hf_rope_type``; the first
+    defined wins, so a subclass that inherits a name does not take it over."""
+    classes: dict[str | None, type[NoScale]] = {}
+    queue = [NoScale]
+    while queue:
+        cls = queue.pop(0)
+        classes.setdefault(cls.hf_rope_type, cls)
+        queue += cls.__subclasses__()
+    classes.pop(None, None)
+    return classes  # type: ignore[return-value]
+
+
+def scale_parameters(cls: type[NoScale]) -> tuple[str, ...]:
+    """The parameters a scale class declares (its dataclass fields; none for a table scale)."""
+    return tuple(f.name for f in fields(cls)) if hasattr(cls, "__dataclass_fields__") else ()

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.core.errors import ConfigError
+from posenc.tasks.base import ImageTask
 
 Label = Literal["quadrant", "above", "left", "shape"]
 LABELS: dict[str, int] = {"quadrant": 4, "above": 2, "left": 2, "shape": 4}
@@ -40,10 +41,9 @@ def shape_masks(kind: torch.Tensor, cy: torch.Tensor, cx: torch.Tensor, r: torch
     return masks[kind, torch.arange(len(kind))].float()  # (n, res, res)
 
 
-class ShapesTask:
+class ShapesTask(ImageTask):
     """Scenes drawn fresh for every training batch; a fixed validation set of ``val_size`` scenes."""
 
-    kind = "image"
     in_channels = 3
 
     @property
@@ -64,9 +64,6 @@ class ShapesTask:
         self.num_classes = LABELS[label]
         self.name = f"shapes-{label}"
         self._val = self.scenes(val_size, torch.Generator().manual_seed(10_007 * seed + 1))
-
-    def model_kwargs(self) -> dict[str, int]:
-        return {"num_classes": self.num_classes, "image_size": self.resolution, "in_channels": self.in_channels}
 
     def scenes(self, n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
         """Continuous parameters of ``n`` scenes (positions in [0, 1]) and their labels."""
@@ -110,9 +107,9 @@ class ShapesTask:
             img = img + self.noise * torch.randn(img.shape, generator=g)
         return img.clamp(0, 1)
 
-    def train_batch(self, batch_size: int, generator: torch.Generator, resolution: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         scenes = self.scenes(batch_size, generator)
-        return self.render(scenes, resolution or self.resolution, generator), scenes["label"]
+        return self.render(scenes, size, generator), scenes["label"]
 
     def eval_set(self, resolution: int | None = None, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The fixed validation scenes rendered at ``resolution``: (n, 3, res, res) and (n,) labels."""
@@ -120,6 +117,3 @@ class ShapesTask:
         scenes = {k: v[:n] for k, v in self._val.items()}
         noise = torch.Generator().manual_seed(10_007 * self.seed + 2)
         return self.render(scenes, resolution or self.resolution, noise), scenes["label"]
-
-    def describe(self) -> dict[str, float | str]:
-        return {"task": self.name, "classes": self.num_classes, "chance": 1 / self.num_classes}

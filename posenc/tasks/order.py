@@ -18,10 +18,10 @@ from typing import ClassVar
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import IGNORE_INDEX
+from posenc.tasks.base import IGNORE_INDEX, SequenceTask
 
 
-class OrderTask:
+class OrderTask(SequenceTask):
     """Who comes first: two actors among fillers, answer at the final query token.
 
     Vocabulary: fillers ``0..n_fillers-1``, actors ``n_fillers..n_fillers+n_actors-1``, then the
@@ -65,8 +65,8 @@ class OrderTask:
         y[:, -1] = answer
         return x, y
 
-    def train_batch(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.sample(batch_size, seq_len, generator)
+    def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.sample(batch_size, size, generator)
 
     def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The fixed validation set (``eval_size`` sequences, or ``max_windows`` if fewer)."""

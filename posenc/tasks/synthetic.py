@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import IGNORE_INDEX
+from posenc.tasks.base import IGNORE_INDEX, SequenceTask
 
 
 def lm_pairs(tokens: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,7 +22,7 @@ def lm_pairs(tokens: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, 
     return tokens[:, :-1], targets
 
 
-class SyntheticTask:
+class SyntheticTask(SequenceTask):
     """Base of the generated tasks; a subclass sets ``vocab_size``, ``min_length`` and ``sample``."""
 
     answer_only = True  # experiments report accuracy on answers, not bits per byte
@@ -45,8 +45,8 @@ class SyntheticTask:
             raise ConfigError(f"sequence length {seq_len} is too short for task {self.name}; "
                               f"it needs >= {self.min_length}")
 
-    def train_batch(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        return lm_pairs(*self.sample(batch_size, seq_len, generator))
+    def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return lm_pairs(*self.sample(batch_size, size, generator))
 
     def eval_generator(self, seq_len: int) -> torch.Generator:
         return torch.Generator().manual_seed(1_000_003 * (self.seed + 1) + seq_len)

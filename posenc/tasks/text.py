@@ -15,6 +15,8 @@ from typing import Literal
 import torch
 
 from posenc.core.errors import ConfigError
+from posenc.tasks.base import SequenceTask
+
 
 def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
     """The bytes of a corpus that ships with Python, in a fixed order."""
@@ -34,7 +36,7 @@ def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = N
     return data[:max_bytes] if max_bytes is not None else data
 
 
-class TextTask:
+class TextTask(SequenceTask):
     """Next-byte prediction: random training windows, non-overlapping validation windows."""
 
     vocab_size = 256
@@ -76,11 +78,11 @@ class TextTask:
                 f"({n} bytes); use a shorter length or a larger corpus"
             )
 
-    def train_batch(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Random windows: (b, s) inputs and (b, s) next-byte targets."""
+    def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random windows of ``size`` = s bytes: (b, s) inputs and (b, s) next-byte targets."""
         data = self.splits["train"]
-        starts = torch.randint(0, len(data) - seq_len, (batch_size,), generator=generator)
-        idx = starts[:, None] + torch.arange(seq_len + 1)  # (b, s+1)
+        starts = torch.randint(0, len(data) - size, (batch_size,), generator=generator)
+        idx = starts[:, None] + torch.arange(size + 1)  # (b, s+1)
         chunk = data[idx].long()
         return chunk[:, :-1], chunk[:, 1:]
 

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.core.errors import ConfigError, UserError
+from posenc.tasks.base import ImageTask
 
 Dataset = Literal["cifar10", "mnist", "image_folder"]
 BY_HAND = {
@@ -71,10 +72,8 @@ def _image_folder(root: Path) -> tuple[list[torch.Tensor], torch.Tensor, list[st
     return images, torch.tensor(labels, dtype=torch.long), classes
 
 
-class TorchvisionTask:
+class TorchvisionTask(ImageTask):
     """Train and validation images of a torchvision dataset, resized on demand."""
-
-    kind = "image"
 
     def __init__(
         self,
@@ -136,17 +135,11 @@ class TorchvisionTask:
         self.train_images, self.train_labels, self.val_images, self.val_labels = train, train_y, val, val_y
         self.classes = classes
 
-    def model_kwargs(self) -> dict[str, int]:
-        return {"num_classes": self.num_classes, "image_size": self.resolution, "in_channels": self.in_channels}
-
-    def train_batch(self, batch_size: int, generator: torch.Generator, resolution: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randint(0, len(self.train_labels), (batch_size,), generator=generator)
         images = [self.train_images[i] for i in idx] if isinstance(self.train_images, list) else self.train_images[idx]
-        return resize(images, resolution or self.resolution), self.train_labels[idx]
+        return resize(images, size), self.train_labels[idx]
 
     def eval_set(self, resolution: int | None = None, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.val_labels) if max_items is None else min(max_items, len(self.val_labels))
         return resize(self.val_images[:n], resolution or self.resolution), self.val_labels[:n]
-
-    def describe(self) -> dict[str, float | str]:
-        return {"task": self.name, "classes": self.num_classes, "chance": 1 / self.num_classes}

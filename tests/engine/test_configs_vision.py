@@ -5,19 +5,23 @@ import pytest
 from PIL import Image
 
 from posenc.engine.build import build
-from posenc.engine.config import compose, list_options
+from posenc.engine.config import compose, list_options, option_class, options_where
 from posenc.models.lm import CausalLM
 from posenc.models.vit import ViT
+from posenc.pe.grid import fits_patches
 
 SMALL = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32", "task.val_size=4"]
-VIT_SCHEMES = {"nope": "NoPE", "learned": "LearnedPE", "learned2d": "LearnedPE2D", "sincos2d": "SinCos2D",
-               "rel2d": "RelativeBias2D", "alibi2d": "ALiBi2D", "rope2d_axial": "RoPE2D", "rope2d_mixed": "RoPE2D"}
+VIT_SCHEMES = options_where("pe", fits_patches)  # read from the classes: a new 2D option is tested here too
+
+
+def test_the_vit_schemes_are_the_2d_ones_nope_and_the_learned_table():
+    assert set(VIT_SCHEMES) == set(options_where("pe", lambda c: c.ndim == 2)) | {"nope", "learned"}
 
 
 @pytest.mark.parametrize("pe", VIT_SCHEMES)
 def test_every_vit_scheme_builds(pe):
     setup = build(compose(["model=vit_tiny", f"pe={pe}", *SMALL]))
-    assert isinstance(setup.model, ViT) and type(setup.model.pe).__name__ == VIT_SCHEMES[pe]
+    assert isinstance(setup.model, ViT) and type(setup.model.pe) is option_class("pe", pe)
     assert setup.model.grid == (8, 8) and setup.model.head.out_features == 4
 
 

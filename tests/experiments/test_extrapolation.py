@@ -3,7 +3,9 @@
 import pytest
 import torch
 
-from posenc.experiments.extrapolation import buckets, plan, prepare
+from posenc.experiments.extrapolation.plan import plan
+from posenc.experiments.extrapolation.protocol import prepare
+from posenc.experiments.extrapolation.scoring import buckets
 from posenc.core.errors import ConfigError
 
 TINY = ["experiment=smoke", "train.steps=2", "train.seq_len=16"]
@@ -83,7 +85,7 @@ def test_buckets_average_scored_positions_only():
 # --- the sweep job (experiment=extrapolation): one scheme, every scale that applies --------------
 
 def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
-    from posenc.experiments.extrapolation import cells_of as job_cells
+    from posenc.experiments.extrapolation.plan import cells_of as job_cells
     from posenc.engine.config import compose
 
     rope = compose(["experiment=extrapolation", "pe=rope", *TINY[1:]])
@@ -102,7 +104,7 @@ def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
     ("rope", ["bogus"], "unknown scale 'bogus' in extrapolation.scales; valid: all, none, clamp"),
 ])
 def test_the_job_names_a_scale_list_that_cannot_run(pe, scales, message):
-    from posenc.experiments.extrapolation import cells_of as job_cells
+    from posenc.experiments.extrapolation.plan import cells_of as job_cells
     from posenc.engine.config import compose
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):

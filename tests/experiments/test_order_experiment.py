@@ -1,5 +1,6 @@
 from posenc.experiments.order import order_tasks, plan
 from posenc.engine.config import list_options
+from posenc.tasks.base import ImageTask
 
 
 def test_every_scheme_in_the_tree_is_planned_or_skipped_and_lm_runs_both_masks():
@@ -38,12 +39,12 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     from posenc.engine.training import TrainConfig
     from tiny_models import TinyViT
 
-    class WhichHalf:
+    class WhichHalf(ImageTask):
         """Bright patch in the top or the bottom half: the label is where it is, not what it is."""
 
-        kind, num_classes, order_labels = "image", 2, True
+        name, num_classes, in_channels, resolution, order_labels = "which_half", 2, 3, 8, True
 
-        def train_batch(self, batch_size, generator):
+        def train_batch(self, batch_size, size, generator):
             images = 0.1 * torch.rand(batch_size, 3, 8, 8, generator=generator)
             label = torch.randint(0, 2, (batch_size,), generator=generator)
             col = torch.randint(0, 4, (batch_size,), generator=generator) * 2
@@ -53,7 +54,7 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
             return images, label
 
         def eval_set(self, resolution=None, max_items=None):
-            return self.train_batch(max_items or 64, torch.Generator().manual_seed(5))
+            return self.train_batch(max_items or 64, 8, torch.Generator().manual_seed(5))
 
     def cell(pe, name):
         setup = Setup(config={"pe": name}, task=WhichHalf(), model=TinyViT(pe), seed=0,
@@ -88,7 +89,7 @@ def test_chance_is_the_stated_one_or_the_most_frequent_class():
     from posenc.experiments.order import chance_of
     from posenc.tasks.order import OrderTask
 
-    class TwoClasses:
+    class TwoClasses(ImageTask):
         num_classes = 2
 
     assert chance_of(OrderTask(), torch.tensor([[-100, 3]])) == 0.5

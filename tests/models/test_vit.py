@@ -124,7 +124,7 @@ def test_bias_leaves_the_cls_token_alone():
 
 
 def test_bad_inputs():
-    with pytest.raises(ConfigError, match="RoPE is 1D-only"):
+    with pytest.raises(ConfigError, match="pe 'RoPE' is 1D-only .* use pe=rope2d_axial"):
         vit(RoPE(D // H))
     with pytest.raises(ConfigError, match="task.resolution=18 is not divisible by model.patch_size=4"):
         vit(NoPE(), size=18)

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from posenc.core.errors import ConfigError
+from posenc.engine.config import list_options, option_class
 from posenc.pe.alibi2d import ALiBi2D, alibi_slopes
 from posenc.pe.base import PositionOutOfRange
-from posenc.pe.grid import check_scheme_name, interpolated_positions, patch_positions
+from posenc.pe.grid import check_scheme_fits, interpolated_positions, patch_positions
 from posenc.pe.learned2d import LearnedPE2D
 from posenc.pe.rel2d import RelativeBias2D
 from posenc.pe.resample import resample_grid
@@ -129,10 +130,23 @@ def test_alibi2d_slopes_and_distance_bias():
 
 def test_scheme_names_that_do_not_fit_name_the_counterpart():
     with pytest.raises(ConfigError, match="pe 'rope' is 1D-only .* use pe=rope2d_axial"):
-        check_scheme_name("rope", patches=True)
+        check_scheme_fits(option_class("pe", "rope"), "rope", patches=True)
     with pytest.raises(ConfigError, match="use pe=rel2d"):
-        check_scheme_name("t5", patches=True)
+        check_scheme_fits(option_class("pe", "t5"), "t5", patches=True)
     with pytest.raises(ConfigError, match="pe 'alibi2d' is a 2D scheme .* use pe=alibi"):
-        check_scheme_name("alibi2d", patches=False)
-    check_scheme_name("learned", patches=True)
-    check_scheme_name("nope", patches=False)
+        check_scheme_fits(option_class("pe", "alibi2d"), "alibi2d", patches=False)
+    check_scheme_fits(option_class("pe", "learned"), "learned", patches=True)
+    check_scheme_fits(option_class("pe", "nope"), "nope", patches=False)
+
+
+def test_every_option_fits_one_model_and_its_counterpart_the_other():
+    """Read from the classes: a 2D option fits only the ViT, and the counterpart a 1D option names
+    fits the ViT (no table of names to keep in step)."""
+    for name in list_options("pe"):
+        cls = option_class("pe", name)
+        if cls.ndim == 2:
+            with pytest.raises(ConfigError):
+                check_scheme_fits(cls, name, patches=False)
+        else:
+            check_scheme_fits(cls, name, patches=False)
+            check_scheme_fits(option_class("pe", cls.counterpart), cls.counterpart, patches=True)

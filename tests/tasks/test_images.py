@@ -44,11 +44,11 @@ def test_scenes_are_the_same_at_every_resolution_and_deterministic():
     assert (F.avg_pool2d(x64, 2) - x32).abs().mean() < 0.02  # same scene, finer sampling
     x32b, _ = ShapesTask("shape", resolution=32, val_size=16, noise=0.0).eval_set(32)
     assert torch.equal(x32, x32b)
-    a, la = task.train_batch(8, torch.Generator().manual_seed(3))
-    b, lb = task.train_batch(8, torch.Generator().manual_seed(3))
-    c, _ = task.train_batch(8, torch.Generator().manual_seed(4))
+    a, la = task.train_batch(8, 32, torch.Generator().manual_seed(3))
+    b, lb = task.train_batch(8, 32, torch.Generator().manual_seed(3))
+    c, _ = task.train_batch(8, 32, torch.Generator().manual_seed(4))
     assert torch.equal(a, b) and torch.equal(la, lb) and not torch.equal(a, c)
-    assert task.train_batch(4, torch.Generator(), resolution=24)[0].shape == (4, 3, 24, 24)
+    assert task.train_batch(4, 24, torch.Generator())[0].shape == (4, 3, 24, 24)
 
 
 def test_bad_task_values():

@@ -30,7 +30,7 @@ def test_image_folder_loads_resizes_and_splits(image_roots):
     for img, label in zip(x, y):
         value = round(float(img[0, 0, 0]) * 255)
         assert value // 40 == int(label)
-    xb, yb = task.train_batch(6, torch.Generator().manual_seed(0), resolution=16)
+    xb, yb = task.train_batch(6, 16, torch.Generator().manual_seed(0))
     assert xb.shape == (6, 3, 16, 16) and yb.shape == (6,)
 
 

@@ -1,0 +1,166 @@
+"""The extrapolation run: check every cell and length, train (or reuse) each model, score it
+rescaled at every length, write the tables and plots.
+
+At each evaluated length a copy of the trained model is rescaled (``posenc.pe.scaling``) and
+scored; with ``finetune_steps`` a second copy is first fine-tuned at that length with the scaling
+applied (the PI / YaRN protocol).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from posenc.core.errors import ConfigError
+from posenc.core.io import write_table
+from posenc.engine.build import build
+from posenc.engine.config import experiment_settings, instantiate
+from posenc.engine.results import RunDir, config_hash
+from posenc.engine.training import resolve_device
+from posenc.experiments.extrapolation.cache import Cell, Stage, train_or_load, training_config
+from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
+from posenc.experiments.extrapolation.plots import plot, plot_depth
+from posenc.experiments.extrapolation.scoring import buckets, finetune, score
+from posenc.pe.base import PositionOutOfRange
+
+MULTIPLES = (1, 2, 4, 8, 16)
+
+
+def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_steps: int) -> tuple[list[Cell], list[int]]:
+    """Build every cell and check every length; raise ``ConfigError`` on the first mistake."""
+    if finetune_steps < 0:
+        raise ConfigError(f"finetune steps must be >= 0, got {finetune_steps}")
+    cells = []
+    for cfg in cfgs:
+        setup = build(cfg)
+        scale = instantiate(cfg.scale, "scale")
+        choices, pe = setup.config["choices"], setup.model.pe
+        if not scale.applies(pe):
+            fits = [s for s, node in scale_options().items() if scale_class(node).applies(pe)]
+            raise ConfigError(f"scale '{choices['scale']}' does not apply to pe '{choices['pe']}': it rescales "
+                              f"{scale.acts_on}; scales for {choices['pe']}: {', '.join(fits)}")
+        try:
+            scale.check(pe)
+        except ConfigError as e:
+            raise ConfigError(f"scale '{choices['scale']}' with pe '{choices['pe']}': {e}") from None
+        cells.append(Cell(choices["pe"], choices["scale"], setup, scale, config_hash(training_config(setup.config))))
+    train_lens = {c.setup.train.seq_len for c in cells}
+    if len(train_lens) != 1:
+        raise ConfigError(f"every cell must train at one length, got {sorted(train_lens)}")
+    train_len = train_lens.pop()
+    lengths = sorted(set(lengths)) if lengths else [train_len * m for m in MULTIPLES]
+    for length in lengths:
+        if length < 1:
+            raise ConfigError(f"evaluation length must be >= 1, got {length}")
+        cells[0].setup.task.check_length(length, "val")
+    return cells, lengths
+
+
+def run(
+    cfgs: DictConfig | Sequence[DictConfig],
+    *,
+    results_root: Path,
+    lengths: Sequence[int] | None = None,
+    finetune_steps: int = 0,
+    n_buckets: int = 16,
+    stage: Stage | None = None,
+) -> tuple[pd.DataFrame, RunDir]:
+    """Evaluate every cell at every length; write the run directory; return the table.
+
+    Rows: pe × scale × finetune_steps × metric (``bpb``, ``ppl`` for text; ``accuracy``, ``loss``
+    for a generated task); one column per evaluated length. NaN where a scheme cannot represent
+    the length (a learned table past its rows with scale ``none``).
+    """
+    cfgs = [cfgs] if isinstance(cfgs, DictConfig) else list(cfgs)
+    cells, lengths = prepare(cfgs, lengths, finetune_steps)
+    task = cells[0].setup.task
+    metrics = ("accuracy", "loss") if task.answer_only else ("bpb", "ppl")
+    config = {"lengths": lengths, "finetune_steps": finetune_steps, "n_buckets": n_buckets,
+              "cells": [c.setup.config for c in cells]}
+    run_dir = RunDir.create(results_root, f"extrapolate-{cells[0].setup.config['choices']['task']}", config)
+    started = time.perf_counter()
+    try:
+        rows, positions, depth_rows, models, notes = [], [], [], {}, []
+        for cell in cells:
+            if cell.key not in models:
+                models[cell.key] = train_or_load(cell, Path(results_root), stage)
+            trained, cache, reused = models[cell.key]
+            device = resolve_device(cell.setup.train.device)
+            for ft in ([0, finetune_steps] if finetune_steps else [0]):
+                values = {m: {} for m in metrics}
+                for length in lengths:
+                    model = copy.deepcopy(trained)
+                    cell.scale.apply(model.pe, length)
+                    try:
+                        if ft:
+                            log = stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", ft) if stage else None
+                            finetune(model, cell.setup, length, ft, log)
+                        scores = score(model.to(device), task, length, cell.setup, device)
+                    except PositionOutOfRange as e:
+                        notes.append(f"{cell.pe}/{cell.scale_name} at {length}: {e}")
+                        for m in metrics:
+                            values[m][str(length)] = float("nan")
+                        continue
+                    for m in metrics:
+                        values[m][str(length)] = scores[m]
+                    head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "length": length}
+                    for a, b, loss in buckets(scores["loss_sum"], scores["count"], n_buckets):
+                        positions.append({**head, "start": a, "end": b, "loss": loss, "bits": loss / math.log(2)})
+                    for depth, acc in scores["groups"].items():
+                        depth_rows.append({**head, "depth": depth, "accuracy": acc})
+                for m in metrics:
+                    rows.append({"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "metric": m, **values[m]})
+        table = pd.DataFrame(rows)
+        per_position = pd.DataFrame(positions)
+        write_table(table, run_dir.path)
+        write_table(per_position, run_dir.path, "per_position")
+        if depth_rows:
+            depth = pd.DataFrame(depth_rows).pivot_table(index=["pe", "scale", "finetune_steps", "depth"],
+                                                         columns="length", values="accuracy").reset_index()
+            depth.columns = [str(c) for c in depth.columns]
+            write_table(depth, run_dir.path, "depth")
+            plot_depth(depth, run_dir.path)
+        plot(table, per_position, metrics[0], train_len=cells[0].setup.train.seq_len, folder=run_dir.path)
+    except BaseException as e:
+        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    run_dir.update_summary(
+        status="completed", run_dir=str(run_dir.path), seconds=time.perf_counter() - started, notes=notes,
+        models=[{"pe": c.pe, "scale": c.scale_name, "cache": str(models[c.key][1]), "reused": models[c.key][2]}
+                for c in cells])
+    return table, run_dir
+
+
+@dataclasses.dataclass
+class ExtrapolationConfig:
+    """The ``extrapolation`` node of ``experiment=extrapolation`` (the arguments of ``run``)."""
+
+    scales: list[str] = dataclasses.field(default_factory=lambda: ["none"])
+    factor: float | None = None
+    lengths: list[int] | None = None
+    finetune_steps: int = 0
+    n_buckets: int = 16
+
+
+def check_job(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
+    """The settings and cells of a sweep job, every cell built and every length checked
+    (``posenc sweep`` calls this for every job before any starts)."""
+    settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
+    cfgs = cells_of(cfg, settings.scales, settings.factor)
+    prepare(cfgs, settings.lengths, settings.finetune_steps)
+    return settings, cfgs
+
+
+def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
+    """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale of
+    ``extrapolation.scales`` that applies to it, trained once."""
+    settings, cfgs = check_job(cfg)
+    return run(cfgs, results_root=results_root, lengths=settings.lengths,
+               finetune_steps=settings.finetune_steps, n_buckets=settings.n_buckets)

@@ -1,0 +1,67 @@
+"""One rescaled model scored at one length, and fine-tuning at a length.
+
+Text is scored in bits per byte and perplexity over non-overlapping validation windows, a
+generated task by answer accuracy; the per-position loss is averaged over position buckets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from posenc.engine.build import Setup
+from posenc.engine.evaluation import IGNORE_INDEX, evaluate
+from posenc.engine.training import train
+from posenc.tasks.base import SequenceTask
+
+
+def score(model: torch.nn.Module, task: SequenceTask, length: int, setup: Setup, device: torch.device) -> dict[str, Any]:
+    """Scores at one length; a task with depths (passkey) is scored per depth, then pooled.
+
+    ``eval.max_windows`` caps the windows at the training length; at L there are
+    max_windows · train_len / L of them, so every length reads the same bytes of a corpus.
+    """
+    train_len, cap = setup.train.seq_len, setup.eval.max_windows
+    x, y = task.eval_windows(length, None if cap is None else max(1, cap * train_len // length))
+    batch = max(1, setup.eval.batch_size * train_len // length)  # same tokens per batch at every length
+    depths = task.window_depths(len(x))
+    groups = {None: slice(None)} if depths is None else {float(d): depths == d for d in depths.unique()}
+    loss_sum = torch.zeros(length, dtype=torch.float64)  # (s,) summed loss of scored targets
+    count = torch.zeros(length, dtype=torch.float64)  # (s,) number of scored targets
+    correct, by_depth = 0.0, {}
+    for depth, rows in groups.items():
+        scores = evaluate(model, x[rows], y[rows], batch_size=batch, device=device)
+        c = (y[rows] != IGNORE_INDEX).sum(0).double()
+        loss_sum += torch.tensor(scores["per_position"], dtype=torch.float64) * c
+        count += c
+        correct += scores["accuracy"] * float(c.sum())
+        if depth is not None:
+            by_depth[depth] = scores["accuracy"]
+    loss = float(loss_sum.sum() / count.sum())
+    return {"loss": loss, "bpb": loss / math.log(2), "ppl": math.exp(min(loss, 700.0)),
+            "accuracy": correct / float(count.sum()), "loss_sum": loss_sum, "count": count, "groups": by_depth}
+
+
+def buckets(loss_sum: torch.Tensor, count: torch.Tensor, n: int) -> list[tuple[int, int, float]]:
+    """(start, end, mean loss) over ``n`` equal position buckets, scored targets only."""
+    length = len(loss_sum)
+    edges = torch.linspace(0, length, min(n, length) + 1).round().long().tolist()
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        c = float(count[a:b].sum())
+        out.append((a, b, float(loss_sum[a:b].sum()) / c if c else float("nan")))
+    return out
+
+
+def finetune(model: torch.nn.Module, setup: Setup, length: int, steps: int, on_log: Callable | None) -> None:
+    """``steps`` steps at ``length`` with as many tokens per batch as in training, at the final
+    learning rate of the training schedule (constant, no warmup)."""
+    t = setup.train
+    cfg = dataclasses.replace(t, steps=steps, seq_len=length, batch_size=max(1, t.batch_size * t.seq_len // length),
+                              lr=t.lr * t.min_lr_ratio, min_lr_ratio=1.0, warmup_steps=0,
+                              log_every=max(1, steps // 10), eval_every=steps, checkpoint_every=steps)
+    train(model, lambda b, g: setup.task.train_batch(b, length, g), cfg, seed=setup.seed + 1, on_log=on_log)

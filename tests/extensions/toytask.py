@@ -1,0 +1,25 @@
+"""A researcher's own sequence task: repeat the current token (the answer is the input)."""
+
+import torch
+
+from posenc.core.errors import ConfigError
+from posenc.tasks.base import SequenceTask
+
+
+class Echo(SequenceTask):
+    answer_only = True
+
+    def __init__(self, vocab: int = 8, eval_size: int = 16) -> None:
+        self.vocab_size, self.eval_size, self.name = vocab, eval_size, "echo"
+
+    def check_length(self, seq_len: int, split: str = "train") -> None:
+        if seq_len < 1:
+            raise ConfigError(f"sequence length must be >= 1, got {seq_len}")
+
+    def train_batch(self, batch_size: int, size: int, generator: torch.Generator):
+        x = torch.randint(0, self.vocab_size, (batch_size, size), generator=generator)
+        return x, x.clone()
+
+    def eval_windows(self, seq_len: int, max_windows: int | None = None):
+        n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
+        return self.train_batch(n, seq_len, torch.Generator().manual_seed(0))
