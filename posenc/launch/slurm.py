@@ -56,6 +56,9 @@ def check_settings(launcher: dict[str, Any]) -> None:
             raise ConfigError(f"hydra.launcher.partition: no partition '{name}' on this cluster; "
                               f"valid: {', '.join(valid)}")
     where = [r for r in rows if (r["partition"] in wanted if wanted else r["default"])]
+    if not where:
+        raise ConfigError(f"hydra.launcher.partition is not set and this cluster has no default partition; "
+                          f"set it to one of: {', '.join(valid)}")
     label = ",".join(wanted) if wanted else "the default partition"
     requests = (("cpus_per_task", "cpus", "CPUs", 1), ("gpus_per_node", "gpus", "GPUs", 1),
                 ("mem_gb", "mem_mb", "MB of memory", 1024))

@@ -275,12 +275,16 @@ def test_slurm_settings_that_cannot_run_on_the_cluster_are_one_line_and_submit_n
     assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()
 
 
-def test_a_slurm_controller_that_does_not_answer_is_one_line_and_submits_nothing(tmp_path, monkeypatch):
-    fake_slurm(tmp_path, monkeypatch, sinfo=DOWN_SINFO)
+@pytest.mark.parametrize("sinfo, message", [
+    (DOWN_SINFO, "error: cannot ask SLURM about its nodes (sinfo): slurm_load_partitions: Unable to contact slurm "
+                 "controller (connect failure)"),
+    (FAKE_SINFO.replace("*", ""), "error: hydra.launcher.partition is not set and this cluster has no default "
+                                  "partition; set it to one of: cpu, gpu"),
+], ids=["controller-down", "no-default-partition"])
+def test_a_cluster_that_cannot_say_where_jobs_go_is_one_line_and_submits_nothing(tmp_path, monkeypatch, sinfo, message):
+    fake_slurm(tmp_path, monkeypatch, sinfo=sinfo)
     result = CliRunner().invoke(app, ["sweep", *TINY, "--launcher", "submitit_slurm",
                                       "--results-dir", str(tmp_path / "results")])
     assert result.exit_code == 2
-    assert result.output.strip().splitlines() == [
-        "error: cannot ask SLURM about its nodes (sinfo): slurm_load_partitions: Unable to contact slurm controller "
-        "(connect failure)"]
+    assert result.output.strip().splitlines() == [message]
     assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()

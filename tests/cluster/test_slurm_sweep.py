@@ -1,7 +1,10 @@
 """`posenc sweep --launcher submitit_slurm` on a real SLURM cluster (tests/cluster/slurm.sh): a
 sweep equals the same sweep run in-process, a preempted job requeues and resumes to the
 uninterrupted metrics, a killed job is listed as failed while the others complete, the array
-parallelism limit holds, and a partition that does not exist submits nothing."""
+parallelism limit holds, and a partition that does not exist submits nothing.
+
+Start the cluster with `tests/cluster/slurm.sh up`, or let the fixture do it (POSENC_SLURM=1).
+"""
 
 from __future__ import annotations
 
@@ -72,20 +75,28 @@ def untimed(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_a_sweep_on_slurm_lists_the_same_runs_and_statistics_as_the_basic_launcher(slurm, tmp_path):
-    on_slurm = posenc(slurm, "sweep", *TINY, "pe=rope,nope", "seed=0,1", *SMALL, "--results-dir", str(tmp_path / "slurm"))
+    """Also, the array parallelism limit holds: one-CPU jobs fit the two-CPU node two at a time,
+    and with array_parallelism=1 they run one after the other."""
+    on_slurm = posenc(slurm, "sweep", *TINY, "pe=rope,nope", "seed=0,1", *SMALL, "hydra.launcher.array_parallelism=1",
+                      "--results-dir", str(tmp_path / "slurm"))
     basic = posenc(slurm, "sweep", *TINY, "pe=rope,nope", "seed=0,1", "--results-dir", str(tmp_path / "basic"))
     _, err = on_slurm.communicate(timeout=600)
     assert on_slurm.returncode == 0, err
     assert basic.wait(timeout=600) == 0
     sweep_dir, reference = only(tmp_path / "slurm" / "sweeps"), only(tmp_path / "basic" / "sweeps")
-
-    jobs = slurm_jobs(sweep_dir)
-    assert len(jobs) == 4 and len({job.split("_")[0] for job in jobs}) == 1  # one array of four
-    assert sacct(slurm, jobs[0].split("_")[0])["state"].tolist() == ["COMPLETED"] * 4
     for name in ("runs", "stats"):
         table, expected = (untimed(pd.read_csv(d / f"{name}.csv")) for d in (sweep_dir, reference))
         pd.testing.assert_frame_equal(table, expected, check_exact=True)
     assert pd.read_csv(sweep_dir / "runs.csv")["status"].tolist() == ["completed"] * 4
+
+    jobs = slurm_jobs(sweep_dir)
+    array = jobs[0].split("_")[0]
+    assert jobs == [f"{array}_{task}" for task in range(4)]  # one array of four
+    assert "#SBATCH --array=0-3%1" in (sweep_dir / ".submitit" / array / f"{array}_submission.sh").read_text()
+    ran = sacct(slurm, array)
+    assert ran["state"].tolist() == ["COMPLETED"] * 4
+    ran = ran.sort_values("start").reset_index(drop=True)  # ISO times: text order is time order
+    assert (ran["end"].iloc[:-1].to_numpy() <= ran["start"].iloc[1:].to_numpy()).all(), ran  # never two at once
 
 
 def test_a_job_preempted_with_usr2_checkpoints_requeues_and_resumes_to_the_uninterrupted_metrics(slurm, tmp_path):
@@ -126,21 +137,6 @@ def test_a_job_killed_with_sigkill_is_listed_failed_and_the_others_complete(slur
     stats = pd.read_csv(sweep_dir / "stats.csv")
     assert stats.loc[stats["metric"] == "val_loss", ["train.steps", "n", "failed"]].values.tolist() == [
         [3, 1, 0], [100000, 0, 1]]
-
-
-def test_the_array_parallelism_limit_holds(slurm, tmp_path):
-    """Two one-CPU jobs fit the two-CPU node at once; with array_parallelism=1 they run one after
-    the other."""
-    sweep = posenc(slurm, "sweep", *TINY, "pe=rope,nope", *SMALL, "hydra.launcher.array_parallelism=1",
-                   "--results-dir", str(tmp_path))
-    _, err = sweep.communicate(timeout=600)
-    assert sweep.returncode == 0, err
-    sweep_dir = only(tmp_path / "sweeps")
-    array = slurm_jobs(sweep_dir)[0].split("_")[0]
-    assert "#SBATCH --array=0-1%1" in (sweep_dir / ".submitit" / array / f"{array}_submission.sh").read_text()
-    jobs = sacct(slurm, array).set_index("job")
-    assert jobs["state"].tolist() == ["COMPLETED", "COMPLETED"]
-    assert jobs.loc[f"{array}_0", "end"] <= jobs.loc[f"{array}_1", "start"]  # ISO times: text order is time order
 
 
 def test_a_partition_that_does_not_exist_is_one_line_and_submits_nothing(slurm, tmp_path):
