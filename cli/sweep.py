@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -39,22 +38,22 @@ def sweep(
     Example: posenc sweep experiment=smoke pe=rope,nope seed=0,1,2 --launcher joblib
     """
     with user_errors():
-        from posenc.core.errors import UserError
         from posenc.engine.results import results_root
         from posenc.launch.sweep import check_jobs, check_launcher, create, expand, split_overrides
 
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         check_launcher(launcher, hydra_overrides)
-        missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
-        if launcher == "submitit_slurm" and missing:
-            raise UserError(f"launcher 'submitit_slurm' needs SLURM, but '{missing[0]}' is not on PATH; "
-                            "on this machine use basic, joblib or submitit_local")
         jobs = expand(job_overrides)
         check_jobs(jobs)
         sweep_dir = create(results_root(results_dir), job_overrides + hydra_overrides, launcher, jobs)
     console.print(f"sweep directory: {sweep_dir} ({len(jobs)} jobs, launcher {launcher})",
                   highlight=False, soft_wrap=True)
     code = launch(sweep_dir, launcher, job_overrides, hydra_overrides)
+    if code and launcher == "submitit_slurm":
+        from posenc.launch.slurm import settle
+
+        if settle(sweep_dir):  # SLURM ended a job without a result (killed): it is listed as failed
+            code = 0
     if code:
         raise fail(f"the launcher stopped (exit code {code}); jobs so far are listed in {sweep_dir}/runs.md", code=1)
     finish(sweep_dir)

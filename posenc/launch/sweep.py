@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import write_json, write_table
@@ -81,7 +82,8 @@ def quiet_schema_matching() -> Iterator[None]:
 
 
 def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
-    """The launcher exists and the Hydra overrides (``hydra.launcher.partition=gpu``) apply to it."""
+    """The launcher exists and the Hydra overrides (``hydra.launcher.partition=gpu``) apply to it;
+    for SLURM, its settings fit the cluster (``posenc.launch.slurm.check_settings``)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -96,11 +98,20 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="posenc.configs", version_base="1.3"), quiet_schema_matching():
-            hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides], return_hydra_config=True)
+            cfg = hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides],
+                                return_hydra_config=True)
     except Exception as e:  # Hydra raises several types; all mean an override that does not apply
         raise ConfigError(f"launcher {launcher}: {str(e).strip().splitlines()[0]}") from None
     finally:
         GlobalHydra.instance().clear()
+    if launcher == "submitit_slurm":
+        missing = [c for c in ("sbatch", "srun", "sinfo") if shutil.which(c) is None]
+        if missing:
+            raise ConfigError(f"launcher 'submitit_slurm' needs SLURM, but '{missing[0]}' is not on PATH; "
+                              "on this machine use basic, joblib or submitit_local")
+        from posenc.launch.slurm import check_settings
+
+        check_settings(OmegaConf.to_container(cfg.hydra.launcher, resolve=False))
 
 
 def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -202,10 +213,19 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         status = {"status": "completed", "run_dir": str(run.path)}
     except Exception as e:
         status = {"status": "failed", "error": _error_line(e), "run_dir": str(job_run(job_dir) or "")}
-        if job_run(job_dir) is None:  # failed before the protocol made a run directory
-            write_json(job_dir / "error.json", status)
+        mark_failed(job_dir, status["error"])
     write_tables(Path(hc.sweep.dir))  # the listing is fresh whenever a job ends
     return status
+
+
+def mark_failed(job_dir: Path, error: str) -> None:
+    """Record a job's failure: in its run's summary (unless the protocol did), or in
+    ``error.json`` when it failed before the protocol made a run directory."""
+    run = job_run(job_dir)
+    if run is None:
+        write_json(Path(job_dir) / "error.json", {"status": "failed", "error": error, "run_dir": ""})
+    elif RunDir(run).read_summary().get("status") != "failed":
+        RunDir(run).update_summary(status="failed", error=error)
 
 
 def _error_line(e: BaseException) -> str:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from posenc.cli.app import app
 from posenc.engine.config import compose, list_options
 from posenc.engine.results import config_hash, flatten, RunDir
+from sweep_checks import check_resumed_like_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["experiment=smoke", "train.steps=3", "train.log_every=1", "eval.max_windows=2", "eval.periodic_windows=2"]
@@ -119,16 +120,7 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_m
     assert sweep.returncode == 0, err
     assert reference.wait(timeout=300) == 0
 
-    logs = "".join(p.read_text() for p in sweep_dir.glob(".submitit/*/*_log.*"))
-    assert "this job is preempted" in logs and "Requeued job" in logs
-    run = RunDir(Path(pd.read_csv(sweep_dir / "runs.csv")["run_dir"].item()))
-    assert run.read_summary()["status"] == "completed" and run.read_summary()["resumes"] == 1
-    ref = RunDir(only(tmp_path / "reference" / "runs"))
-    timing = ("tokens_per_s", "elapsed_s")
-    strip = lambda records: [{k: v for k, v in r.items() if k not in timing} for r in records]  # noqa: E731
-    assert strip(run.read_records()) == strip(ref.read_records())
-    assert run.read_summary()["per_position_loss"] == ref.read_summary()["per_position_loss"]
-    assert run.read_summary()["config_hash"] == ref.read_summary()["config_hash"]
+    check_resumed_like_reference(sweep_dir, tmp_path / "reference" / "runs")
 
 
 def _cmdline(proc: Path) -> str:
@@ -204,15 +196,31 @@ exit 1
 """
 
 
-def test_submitit_slurm_hands_sbatch_the_settings_of_the_config_tree_and_the_command_line(tmp_path, monkeypatch):
+# sinfo --noheader --Node --format=%P|%c|%m|%G on a cluster with a GPU partition (the default) and a CPU one
+FAKE_SINFO = """#!/bin/sh
+printf 'gpu*|8|64000|gpu:a100:4(S:0-1)\\ncpu|32|128000|(null)\\ngpu*|8|64000|gpu:2\\n'
+"""
+DOWN_SINFO = """#!/bin/sh
+echo "slurm_load_partitions: Unable to contact slurm controller (connect failure)" >&2
+exit 1
+"""
+
+
+def fake_slurm(tmp_path: Path, monkeypatch, sinfo: str = FAKE_SINFO) -> None:
+    """sbatch (records its script, then refuses), srun and sinfo on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(FAKE_SBATCH)
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "sinfo").write_text(sinfo)
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SBATCH_RECORD", str(tmp_path / "script.sh"))
+
+
+def test_submitit_slurm_hands_sbatch_the_settings_of_the_config_tree_and_the_command_line(tmp_path, monkeypatch):
+    fake_slurm(tmp_path, monkeypatch)
     result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "seed=0,1,2", "--launcher", "submitit_slurm",
                                       "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=3",
                                       "--results-dir", str(tmp_path / "results")])
@@ -239,3 +247,44 @@ def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
     assert (launcher["partition"], launcher["gpus_per_node"], launcher["array_parallelism"]) == ("gpu", 4, 8)
     assert (launcher["cpus_per_task"], launcher["mem_gb"], launcher["timeout_min"]) == (8, 32, 240)
     assert launcher["max_num_timeout"] >= 1  # preempted jobs are requeued
+
+
+@pytest.mark.parametrize("settings, message", [
+    (["hydra.launcher.partition=nosuch"],
+     "error: hydra.launcher.partition: no partition 'nosuch' on this cluster; valid: cpu, gpu"),
+    (["hydra.launcher.timeout_min=2"],
+     "error: hydra.launcher.timeout_min=2 (120 s) must be above hydra.launcher.signal_delay_s=120 (SLURM signals a "
+     "job to checkpoint that long before its time limit); raise timeout_min or lower signal_delay_s"),
+    (["hydra.launcher.partition=gpu", "hydra.launcher.cpus_per_task=9"],
+     "error: hydra.launcher.cpus_per_task=9: no node of gpu has that many; the largest has 8 CPUs"),
+    (["hydra.launcher.partition=cpu"],  # the default gpus_per_node=1
+     "error: hydra.launcher.gpus_per_node=1: no node of cpu has that many; the largest has 0 GPUs"),
+    (["hydra.launcher.gpus_per_node=5"],
+     "error: hydra.launcher.gpus_per_node=5: no node of the default partition has that many; the largest has 4 GPUs"),
+    (["hydra.launcher.mem_gb=63"],
+     "error: hydra.launcher.mem_gb=63: no node of the default partition has that many; "
+     "the largest has 64000 MB of memory"),
+])
+def test_slurm_settings_that_cannot_run_on_the_cluster_are_one_line_and_submit_nothing(
+        tmp_path, monkeypatch, settings, message):
+    fake_slurm(tmp_path, monkeypatch)
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "--launcher", "submitit_slurm", *settings,
+                                      "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [message]
+    assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("sinfo, message", [
+    (DOWN_SINFO, "error: cannot ask SLURM about its nodes (sinfo): slurm_load_partitions: Unable to contact slurm "
+                 "controller (connect failure)"),
+    (FAKE_SINFO.replace("*", ""), "error: hydra.launcher.partition is not set and this cluster has no default "
+                                  "partition; set it to one of: cpu, gpu"),
+], ids=["controller-down", "no-default-partition"])
+def test_a_cluster_that_cannot_say_where_jobs_go_is_one_line_and_submits_nothing(tmp_path, monkeypatch, sinfo, message):
+    fake_slurm(tmp_path, monkeypatch, sinfo=sinfo)
+    result = CliRunner().invoke(app, ["sweep", *TINY, "--launcher", "submitit_slurm",
+                                      "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [message]
+    assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()
