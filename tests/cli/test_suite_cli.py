@@ -113,8 +113,9 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     assert set(target["extrapolation.factor"]) == {2.0}
     ext = tables["extrapolation_text"]
     assert sorted(ext.seed.unique()) == [0, 1]
+    # experiment=extrapolation's default scales are all that apply (LongRoPE only with its lists)
     assert set(zip(ext.pe, ext.scale)) == {("alibi", "none"), ("rope", "none"), ("rope", "pi"), ("rope", "ntk"),
-                                            ("rope", "yarn")}
+                                            ("rope", "yarn"), ("rope", "dynamic"), ("rope", "llama3")}
     assert ext[["16", "32"]].notna().all().all()
     assert set(tables["resolution"].pe) == {"nope", "learned"} and set(tables["resolution_similarity"].pe) == {"learned"}
     assert sorted(tables["check"].seed.unique()) == [0, 1]
