@@ -19,7 +19,7 @@ import pandas as pd
 from posenc.core.errors import ConfigError
 from posenc.engine.config import option_class
 from posenc.pe.resample import MODES
-from posenc.reporting.estimates import Estimate, completed, difference, estimate
+from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate
 
 Tables = dict[str, pd.DataFrame]
 Meta = dict[str, Any]
@@ -105,11 +105,16 @@ def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame 
     return t[t["finetune_steps"] == 0] if "finetune_steps" in t else t
 
 
+def scorer(metric: str) -> Callable[..., Estimate]:
+    """How a metric is estimated over seeds: accuracies with a bounded interval, others with t."""
+    return accuracy if metric == "accuracy" else estimate
+
+
 def extrapolation_table(t: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """(pe, scale) × length: mean [95% interval] of ``metric`` over seeds."""
-    rows = []
+    """(pe, scale) × length: mean [95% interval] (n seeds) of ``metric`` over seeds."""
+    rows, score = [], scorer(metric)
     for (pe, scale), part in t[t["metric"] == metric].groupby(["pe", "scale"], sort=False):
-        rows.append({"pe": pe, "scale": scale, **{n: str(estimate(part, n)) for n in lengths(t)}})
+        rows.append({"pe": pe, "scale": scale, **{n: str(score(part, n)) for n in lengths(t)}})
     return pd.DataFrame(rows)
 
 
@@ -131,6 +136,12 @@ def rise(t: pd.DataFrame, pe: str, scale: str | None = None, metric: str = "bpb"
     return difference(rows, ns[-1], ns[0], pe=pe, metric=metric)
 
 
+def rises(t: pd.DataFrame, pe: str, metric: str = "bpb") -> dict[Any, float]:
+    """{seed: the unscaled rise of ``rise``}, to compare two schemes' rises paired by seed."""
+    ns = lengths(t)
+    return change(as_trained(t), ns[-1], ns[0], pe=pe, metric=metric)
+
+
 def order_rows(tables: Tables) -> pd.DataFrame | None:
     return present(tables, "order")
 
@@ -146,7 +157,7 @@ def train_px(r: pd.DataFrame) -> str:
 def resolution_table(r: pd.DataFrame, finetune: int) -> pd.DataFrame:
     rows = []
     for (pe, method), part in r[r["finetune_steps"] == finetune].groupby(["pe", "method"], sort=False):
-        rows.append({"pe": pe, "method": method, **{c: str(estimate(part, c)) for c in pixels(r)}})
+        rows.append({"pe": pe, "method": method, **{c: str(accuracy(part, c)) for c in pixels(r)}})
     return pd.DataFrame(rows)
 
 
