@@ -18,7 +18,7 @@ from posenc.reporting.estimates import (
 from posenc.reporting.literature import claim
 from posenc.reporting.tables import (
     Meta, Section, Tables, as_trained, encoding, ext_table, extrapolation_table, lengths, md, missing, moves_grid,
-    order_rows, pixels, resolution_table, rise, schemes_where, train_px, unscaled,
+    order_rows, pixels, present, resolution_table, rise, schemes_where, train_px, unscaled,
 )
 
 TOL = 1e-5  # posenc.experiments.order.INVARIANCE_TOL: float32 sums in another order
@@ -127,7 +127,7 @@ def c3(tables: Tables, meta: Meta) -> Section:
                              f"bits per byte at the training length {ns[0]}; at {', '.join(beyond)} it cannot be "
                              "evaluated at all (no rows: `PositionOutOfRange`, NaN in the table) — the model has no "
                              "input for those positions.")
-    r = completed(tables.get("resolution"))
+    r = present(tables, "resolution")
     if r is not None and len(r):
         cols, parts = pixels(r), []
         for pe in subjects["tables"]:
@@ -265,7 +265,7 @@ def c6(tables: Tables, meta: Meta) -> Section:
 
 def c7(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C7"), claim("C7").subjects
-    r = completed(tables.get("resolution"))
+    r = present(tables, "resolution")
     if r is None or not len(r):
         s.lines = missing("resolution")
         return s
@@ -294,7 +294,7 @@ def c7(tables: Tables, meta: Meta) -> Section:
 
 def c12(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C12"), claim("C12").subjects
-    t, r = ext_table(tables), completed(tables.get("resolution"))
+    t, r = ext_table(tables), present(tables, "resolution")
     rows, shows = [], []
     if r is not None and len(r):
         far, px = pixels(r)[-1], train_px(r)

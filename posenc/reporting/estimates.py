@@ -100,6 +100,17 @@ class Estimate:
         return not self.above(x) and not self.below(x)
 
 
+REACHED = "reached_target"  # a run's record of whether its model reached its training target
+
+
+def under_target(table: pd.DataFrame) -> pd.Series:
+    """Rows whose model is recorded as not reaching its training target ("did not learn"); a table
+    without the column, or a row without a record, has none."""
+    if REACHED not in table:
+        return pd.Series(False, index=table.index)
+    return table[REACHED].map(lambda v: str(v).strip().lower() in ("false", "0", "0.0"))
+
+
 def completed(table: pd.DataFrame | None) -> pd.DataFrame | None:
     if table is None:
         return None

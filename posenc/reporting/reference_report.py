@@ -16,7 +16,7 @@ from posenc.launch.suite import SUITE_FILE
 from posenc.reporting.claims import CLAIMS
 from posenc.reporting.findings import FINDINGS
 from posenc.reporting.plots import plot_extrapolation, plot_order, plot_resolution
-from posenc.reporting.tables import Tables, ext_table, md, order_rows, present
+from posenc.reporting.tables import Tables, did_not_learn, ext_table, md, order_rows, present
 
 
 
@@ -51,7 +51,15 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
              "over seeds. Comparisons between schemes, scalings or methods are paired by seed: the t interval of the "
              "per-seed differences (within [−1, 1] for accuracies), and a verdict says higher or lower only when that "
              "interval excludes 0.",
-             "", *_meta_lines(meta), "## The seed document's claims", ""]
+             "", *_meta_lines(meta)]
+    under = did_not_learn(tables)
+    if under:
+        lines += ["## Models under their training target", "",
+                  "Runs whose model did not reach its training target (`reached_target` false: did not learn). The "
+                  "extrapolation and resolution readings leave them out of every average, and their comparisons pair "
+                  "only the seeds that learned; the ViT ablation and the order test read every model, since whether "
+                  "a scheme can learn the task is what they measure.", "", *under, ""]
+    lines += ["## The seed document's claims", ""]
     lines += [f(tables, meta).text() for f in CLAIMS]
     lines += ["## Beside the published findings", "",
               "Each paper's statement, figures and the thresholds of its verdict are in `configs/findings.yaml`.", ""]

@@ -19,7 +19,7 @@ import pandas as pd
 from posenc.core.errors import ConfigError
 from posenc.engine.config import option_class
 from posenc.pe.resample import MODES
-from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate
+from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate, under_target
 
 Tables = dict[str, pd.DataFrame]
 Meta = dict[str, Any]
@@ -92,10 +92,34 @@ def pixels(table: pd.DataFrame) -> list[str]:
     return sorted((c for c in table.columns if str(c).endswith("px") and str(c)[:-2].isdigit()), key=lambda c: int(c[:-2]))
 
 
-def present(tables: Tables, name: str) -> pd.DataFrame | None:
-    """The completed rows of a table, or None when the sweep did not run or nothing completed."""
+def present(tables: Tables, name: str, everyone: bool = False) -> pd.DataFrame | None:
+    """The completed rows of a table whose model reached its training target (``everyone``: also
+    those that did not learn), or None when the sweep did not run or nothing is left."""
     t = completed(tables.get(name))
+    if t is not None and not everyone:
+        t = t[~under_target(t)]
     return t if t is not None and len(t) else None
+
+
+def did_not_learn(tables: Tables) -> list[str]:
+    """Per table that records it: which models did not reach their training target, by scheme
+    (and model, attention where the table has them) and seed; empty when no table records it."""
+    lines, recorded = [], False
+    for name, table in tables.items():
+        t = completed(table)
+        if t is None or "reached_target" not in t:
+            continue
+        recorded = True
+        under = t[under_target(t)]
+        keys = [k for k in ("model", "attention", "pe") if k in under]
+        runs = under.drop_duplicates([*keys, "seed"]) if "seed" in under else under.drop_duplicates(keys)
+        if len(runs):
+            named = "; ".join(f"{' '.join(map(str, group if isinstance(group, tuple) else (group,)))} (seed "
+                              f"{', '.join(str(s) for s in part['seed'])})" for group, part in runs.groupby(keys, sort=False))
+            lines.append(f"- `{name}`: {len(runs)} did not learn — {named}.")
+    if recorded and not lines:
+        lines.append("Every model reached its training target.")
+    return lines
 
 
 def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame | None:
@@ -143,7 +167,7 @@ def rises(t: pd.DataFrame, pe: str, metric: str = "bpb") -> dict[Any, float]:
 
 
 def order_rows(tables: Tables) -> pd.DataFrame | None:
-    return present(tables, "order")
+    return present(tables, "order", everyone=True)  # whether order can be learned is what it measures
 
 
 def train_px(r: pd.DataFrame) -> str:

@@ -319,3 +319,22 @@ def test_the_vit_ablation_reads_the_absolute_and_the_relational_task():
     body = section(render(tables(resolution_relational=resolution(rel_acc=0.5)) | {"resolution": pd.DataFrame()}, META), "ViT")
     assert "Not measured on the absolute task" in body and "**Agrees:** partly on the relational task" in body
     assert "under-trained" in body
+
+
+def test_models_under_their_target_are_named_and_left_out_of_the_averages():
+    """With a ``reached_target`` column (train to criterion), a run that did not learn is counted and named,
+    and the resolution readings average only the seeds that learned; the ViT ablation still reads it."""
+    r = resolution()
+    r["reached_target"] = ~((r["pe"] == "learned") & (r["seed"] == 1)) & (r["pe"] != "nope")
+    text = render(tables(resolution=r), META)
+    under = text.split("## Models under their training target")[1].split("## ")[0]
+    assert "- `resolution`: 4 did not learn — nope (seed 0, 1, 2); learned (seed 1)." in under
+    c7 = section(text, "C7").split("After ")[0]
+    (row,) = [line for line in c7.splitlines() if line.startswith("| learned ") and "bilinear" in line]
+    assert row.count("(n=2)") == 3 and "(n=3)" not in row
+    assert "nope" not in c7  # no seed of it learned
+    assert "nope 0.25 [" in section(text, "ViT")  # the ablation reads every model
+    # every model at its target: said once; a table without the column: no such part, as before
+    r["reached_target"] = True
+    assert "Every model reached its training target." in render(tables(resolution=r), META)
+    assert "training target" not in render(tables(), META)
