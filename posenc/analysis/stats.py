@@ -14,6 +14,10 @@ bounded intervals, each carrying the number of seeds ``n``:
   seeds (Wilson 1927). It sees only the sampling of evaluation items, so it is narrower than
   the spread between retrained models; it is the interval of one seed (where t has none).
 
+Where a seed's accuracy is exactly 0 or 1 and the number of evaluation items is not known, the
+logit has no value; ``bootstrap_interval`` (the percentile bootstrap of the mean over seeds, which
+never leaves the range of the seeds' values) stands in.
+
 Comparisons are paired by seed (``paired_difference``): the t interval of the per-seed
 differences a − b, whose sign gives the verdict (``verdict``).
 """
@@ -21,6 +25,7 @@ differences a − b, whose sign gives the verdict (``verdict``).
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 
@@ -148,6 +153,22 @@ def logit_t_interval(accuracies: Sequence[float], trials: int | Sequence[int] | 
     if n >= 2:
         t = summarize(xs, level)
         out.update(ci95_low=logistic(t["ci95_low"]), ci95_high=logistic(t["ci95_high"]))
+    return out
+
+
+def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 4000,
+                       seed: int = 0) -> dict[str, float]:
+    """n, mean, and the ``level`` percentile bootstrap interval of the mean over ``values`` (seeds
+    resampled with replacement, ``resamples`` times from a fixed generator, so the same values give
+    the same interval). It stays inside [min, max] of the values. With one value the interval is NaN."""
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    n, nan = len(xs), float("nan")
+    out = {"n": n, "mean": sum(xs) / n if n else nan, "ci95_low": nan, "ci95_high": nan}
+    if n >= 2:
+        rng = random.Random(seed)
+        means = sorted(sum(rng.choices(xs, k=n)) / n for _ in range(resamples))
+        tail = (1 - level) / 2
+        out.update(ci95_low=means[int(tail * (resamples - 1))], ci95_high=means[math.ceil((1 - tail) * (resamples - 1))])
     return out
 
 

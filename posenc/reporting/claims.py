@@ -12,11 +12,13 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from posenc.reporting.estimates import Estimate, completed, difference, estimate, select
+from posenc.reporting.estimates import (
+    ACCURACY_GAP, Estimate, accuracy, completed, difference, estimate, per_seed, select,
+)
 from posenc.reporting.literature import claim
 from posenc.reporting.tables import (
     Meta, Section, Tables, as_trained, encoding, ext_table, extrapolation_table, lengths, md, missing, moves_grid,
-    order_rows, pixels, resolution_table, rise, schemes_where, train_px, unscaled,
+    order_rows, pixels, present, resolution_table, rise, schemes_where, train_px, unscaled,
 )
 
 TOL = 1e-5  # posenc.experiments.order.INVARIANCE_TOL: float32 sums in another order
@@ -36,7 +38,7 @@ def order_summary(t: pd.DataFrame) -> pd.DataFrame:
         for phase in ("init", "trained"):
             p = part[part["phase"] == phase]
             row[f"residual {phase} (max over seeds)"] = float(p["equivariance_residual"].max())
-        row["trained accuracy"] = str(estimate(part, "accuracy", phase="trained"))
+        row["trained accuracy"] = str(accuracy(part, "accuracy", phase="trained"))
         row["chance (95% bound)"] = f"{part['chance'].mean():.3g} ({part['chance_95'].max():.3g})"
         rows.append(row)
     return pd.DataFrame(rows)
@@ -60,7 +62,7 @@ def c1(tables: Tables, meta: Meta) -> Section:
         least = float(others[others["phase"] == "init"]["equivariance_residual"].min()) if len(others) else float("nan")
         reads = []
         for model, part in blind.groupby("model", sort=False):
-            acc, chance = estimate(part, "accuracy", phase="trained"), float(part["chance_95"].max())
+            acc, chance = accuracy(part, "accuracy", phase="trained"), float(part["chance_95"].max())
             reads.append(f"{model} {acc} (chance bound {chance:.3g}: "
                          f"{'above, which equivariance forbids' if acc.above(chance) else 'it cannot read order'})")
         s.lines.append(f"**Shows:** every bidirectional model without positions, at init and trained, in every seed, "
@@ -84,7 +86,7 @@ def c2(tables: Tables, meta: Meta) -> Section:
         return s
     bidir = select(t, pe=blind, attention="bidirectional", model=list(causal["model"].unique()))
     res = estimate(causal, "equivariance_residual", phase="init")
-    acc_c, acc_b = estimate(causal, "accuracy", phase="trained"), estimate(bidir, "accuracy", phase="trained")
+    acc_c, acc_b = accuracy(causal, "accuracy", phase="trained"), accuracy(bidir, "accuracy", phase="trained")
     chance = float(causal["chance_95"].max())
     s.lines = [
         "Test: the same order table (C1), the causal LM without positions against the same LM without its mask.", "",
@@ -105,7 +107,7 @@ def c9(tables: Tables, meta: Meta) -> Section:
         if len(part):
             lines.append(f"Order: a bidirectional {rope} model is not permutation-equivariant (residual "
                          f"{estimate(part, 'equivariance_residual', phase='init')} at init) and learns the order task "
-                         f"({estimate(part, 'accuracy', phase='trained')} accuracy).")
+                         f"({accuracy(part, 'accuracy', phase='trained')} accuracy).")
     s.lines = lines
     return s
 
@@ -125,14 +127,14 @@ def c3(tables: Tables, meta: Meta) -> Section:
                              f"bits per byte at the training length {ns[0]}; at {', '.join(beyond)} it cannot be "
                              "evaluated at all (no rows: `PositionOutOfRange`, NaN in the table) — the model has no "
                              "input for those positions.")
-    r = completed(tables.get("resolution"))
+    r = present(tables, "resolution")
     if r is not None and len(r):
         cols, parts = pixels(r), []
         for pe in subjects["tables"]:
             for method in subjects["methods"]:
                 p = select(r, pe=pe, method=method, finetune_steps=0)
                 if len(p):
-                    parts.append(f"{pe}/{method}: " + ", ".join(f"{c} {estimate(p, c)}" for c in cols))
+                    parts.append(f"{pe}/{method}: " + ", ".join(f"{c} {accuracy(p, c)}" for c in cols))
         lines.append(f"Images (`suite/resolution.csv`): a table trained on the {train_px(r)} grid must be resampled to "
                      "be used on another; accuracy without fine-tune — " + "; ".join(parts) + ".")
     s.lines = lines or missing("extrapolation_text")
@@ -188,8 +190,13 @@ def c11(tables: Tables, meta: Meta) -> Section:
                     md(extrapolation_table(select(p, pe=rope), "accuracy")), ""]
     best = {sc: estimate(rows, ns[-1], scale=sc, metric="bpb") for sc in rows["scale"].unique()}
     order = sorted((sc for sc in best if best[sc].n), key=lambda sc: best[sc].mean)
+    plain = [sc for sc in unscaled(best) if best[sc].n]
+    gaps = [(sc, Estimate.paired(per_seed(rows, ns[-1], scale=sc, metric="bpb"),
+                                 per_seed(rows, ns[-1], scale=plain[0], metric="bpb"))) for sc in order if plain and sc != plain[0]]
     s.lines.append(f"**Shows:** at {ns[-1]} bytes the order from best to worst is {' < '.join(order)} "
-                   f"({'; '.join(f'{sc} {best[sc]}' for sc in order)}).")
+                   f"({'; '.join(f'{sc} {best[sc]}' for sc in order)})"
+                   + (f"; paired by seed against {plain[0]}: " + "; ".join(
+                       f"{sc} − {plain[0]} {g} ({_lower_is_better(g.verdict())})" for sc, g in gaps) if gaps else "") + ".")
     return s
 
 
@@ -258,7 +265,7 @@ def c6(tables: Tables, meta: Meta) -> Section:
 
 def c7(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C7"), claim("C7").subjects
-    r = completed(tables.get("resolution"))
+    r = present(tables, "resolution")
     if r is None or not len(r):
         s.lines = missing("resolution")
         return s
@@ -275,9 +282,8 @@ def c7(tables: Tables, meta: Meta) -> Section:
         a = select(r, pe=pe, method=subjects["method"])
         for c in pixels(r):
             if len(a) and len(steps) > 1:
-                ft = a[a["finetune_steps"] == steps[-1]].set_index("seed")[c]
-                no = a[a["finetune_steps"] == 0].set_index("seed")[c]
-                gains.append((pe, c, Estimate.of((ft - no).dropna().tolist())))
+                ft, no = (per_seed(a, c, finetune_steps=st) for st in (steps[-1], 0))
+                gains.append((pe, c, Estimate.paired(ft, no, ACCURACY_GAP)))
     if gains:
         worst, best = min(gains, key=lambda g: g[2].mean), max(gains, key=lambda g: g[2].mean)
         s.lines.append(f"**Shows:** interpolated tables keep most of their accuracy off the training grid; the short "
@@ -288,7 +294,7 @@ def c7(tables: Tables, meta: Meta) -> Section:
 
 def c12(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C12"), claim("C12").subjects
-    t, r = ext_table(tables), completed(tables.get("resolution"))
+    t, r = ext_table(tables), present(tables, "resolution")
     rows, shows = [], []
     if r is not None and len(r):
         far, px = pixels(r)[-1], train_px(r)
@@ -297,13 +303,14 @@ def c12(tables: Tables, meta: Meta) -> Section:
         for (pe, m), p in placed.groupby(["pe", "method"], sort=False):
             rows.append({"model": "ViT", "scheme": pe, "method": m,
                          "coordinates": "moved onto the trained grid" if moves_grid(m) else "raw coordinates",
-                         "at": f"{far} (trained {px})", "score": f"accuracy {estimate(p, far)}"})
+                         "at": f"{far} (trained {px})", "score": f"accuracy {accuracy(p, far)}"})
         vit = select(untuned, pe=subjects["vit_scheme"])
-        moved, raw = _best([(m, estimate(p, far)) for m, p in vit.groupby("method", sort=False)], moves_grid, higher=True)
+        moved, raw = _best([(m, accuracy(p, far)) for m, p in vit.groupby("method", sort=False)], moves_grid, higher=True)
         if moved and raw:
+            gap = Estimate.paired(*(per_seed(vit, far, method=m) for m in (moved[0], raw[0])), ACCURACY_GAP)
             shows.append(f"at {far} the ViT's {subjects['vit_scheme']} scores {moved[1]} with its coordinates moved "
-                         f"onto the trained range ({moved[0]}) against {raw[1]} with raw ones "
-                         f"({'moving helps' if moved[1].mean > raw[1].mean else 'moving does not help'})")
+                         f"onto the trained range ({moved[0]}) against {raw[1]} with raw ones; paired by seed "
+                         f"{moved[0]} − {raw[0]} {gap}: {_helps(gap.verdict(), higher_is_better=True)}")
     if t is not None:
         n, rope = lengths(t)[-1], subjects["scheme"]
         plain = set(unscaled(t["scale"].unique()))
@@ -315,9 +322,10 @@ def c12(tables: Tables, meta: Meta) -> Section:
         moved, raw = _best([(sc, estimate(p, n)) for sc, p in lm.groupby("scale", sort=False)],
                            lambda sc: sc not in plain, higher=False)
         if moved and raw:
+            gap = Estimate.paired(*(per_seed(lm, n, scale=sc) for sc in (moved[0], raw[0])))
             shows.append(f"at {n} bytes the LM's {rope} scores {moved[1]} bits per byte with {moved[0]} (the best "
-                         f"rescaling) against {raw[1]} raw "
-                         f"({'moving helps' if moved[1].mean < raw[1].mean else 'moving does not help'})")
+                         f"rescaling) against {raw[1]} raw; paired by seed {moved[0]} − {raw[0]} {gap}: "
+                         f"{_helps(gap.verdict(), higher_is_better=False)}")
     if not rows:
         s.lines = missing("resolution")
         return s
@@ -327,6 +335,18 @@ def c12(tables: Tables, meta: Meta) -> Section:
         s.lines.append("**Shows:** " + "; ".join(shows) + ". The same operation — map the new positions into the range "
                        "the model was trained on — is what both columns vary; C7 and C11 give the full tables.")
     return s
+
+
+def _lower_is_better(verdict: str) -> str:
+    """Words for the paired verdict of a − b on a loss."""
+    return {"higher": "worse", "lower": "better"}.get(verdict, verdict)
+
+
+def _helps(verdict: str, higher_is_better: bool) -> str:
+    """Words for the paired verdict of moved − raw."""
+    if verdict == "no difference shown":
+        return "no difference shown"
+    return "moving helps" if (verdict == "higher") == higher_is_better else "moving hurts"
 
 
 def _best(scores: list[tuple[str, Estimate]], moves: Callable[[str], bool],

@@ -15,11 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from posenc.reporting.estimates import Estimate, completed, difference, estimate, paired, select
+from posenc.reporting.estimates import (
+    ACCURACY_GAP, Estimate, accuracy, change, difference, estimate, paired, per_seed, select,
+)
 from posenc.reporting.literature import finding
 from posenc.reporting.tables import (
     Meta, Section, Tables, about, as_trained, encoding, ext_table, lengths, md, missing, multiple, pixels, present,
-    rise, train_px,
+    rise, rises, train_px,
 )
 
 
@@ -28,29 +30,56 @@ def start(key: str) -> Section:
     return Section(key, entry.title, entry.cited())
 
 
-def vit_ablation(tables: Tables, meta: Meta) -> Section:
-    s, paper = start("ViT"), finding("ViT")
-    r = present(tables, "resolution")
-    if r is None:
-        s.lines = missing("resolution")
-        return s
+def _vit_task(r: pd.DataFrame, paper: Any, sweep: str, meta: Meta) -> list[str]:
+    """One task's ablation: accuracy at the training resolution per scheme, and the schemes'
+    accuracies compared with the absolute ones, paired by seed."""
     px = train_px(r)
-    at = r[r["finetune_steps"] == 0].groupby(["pe", "seed"], sort=False)[px].first().reset_index()
-    ests = {pe: estimate(p, px) for pe, p in at.groupby("pe", sort=False)}
-    s.lines = [f"Ours, accuracy at the training resolution {px}: " + "; ".join(f"{pe} {e}" for pe, e in ests.items()) + "."]
-    absolute = {pe: ests[pe] for pe in encoding(ests, "absolute")}
-    relative = {pe: ests[pe] for pe in encoding(ests, "relative")}
-    blind = [ests[pe] for pe in encoding(ests, "nothing")]
-    if blind and absolute:
-        worse = all(b.below(e.lowest) for b in blind for e in absolute.values())
-        spread = max(e.mean for e in absolute.values()) - min(e.mean for e in absolute.values())
-        lagging = {pe: e for pe, e in relative.items() if e.below(min(a.lowest for a in absolute.values()))}
-        verdict = "yes" if worse and not lagging else "partly" if worse else "no"
-        s.lines.append(
-            f"**Agrees:** {verdict} — no PE is {'clearly' if worse else 'not clearly'} worse; the absolute schemes "
-            f"({', '.join(absolute)}) are within {spread:.3g} of each other"
-            + (f", but the relative ones {', '.join(f'{pe} {e}' for pe, e in lagging.items())} fall behind them"
-               if lagging else "") + ". " + paper.say("task_note") + (" " + paper.say("why_not_relative") if lagging else ""))
+    at = select(r, finetune_steps=0)
+    schemes = list(at["pe"].unique())
+    acc = {pe: accuracy(at, px, pe=pe) for pe in schemes}
+    seeds = {pe: per_seed(at, px, pe=pe) for pe in schemes}
+    task = paper.subject("tasks").get(sweep, sweep)
+    lines = [f"Ours, {task}, accuracy at the training resolution {px}: " + "; ".join(f"{pe} {e}" for pe, e in acc.items()) + "."]
+    absolute, relative, blind = (encoding(schemes, what) for what in ("absolute", "relative", "nothing"))
+    if not blind or not absolute:
+        return lines
+
+    def gaps(pe: str) -> dict[str, Estimate]:  # pe − each absolute scheme, paired by seed
+        return {a: Estimate.paired(seeds[pe], seeds[a], ACCURACY_GAP) for a in absolute if a != pe}
+
+    worse = all(g.verdict() == "lower" for b in blind for g in gaps(b).values())
+    spread = max(acc[a].mean for a in absolute) - min(acc[a].mean for a in absolute)
+    rel = {pe: gaps(pe) for pe in relative}
+    lagging = [pe for pe, g in rel.items() if g and all(x.verdict() == "lower" for x in g.values())]
+    verdict = "yes" if worse and not lagging else "partly" if worse else "no"
+    best = max(absolute, key=lambda a: acc[a].mean)
+    compared = "; ".join(f"{pe} − {best} {g[best]}" for pe, g in rel.items() if best in g)
+    relational = sweep != "resolution"
+    lines.append(
+        f"**Agrees:** {verdict} on {task} — "
+        + (f"no PE is clearly worse: paired by seed, {', '.join(blind)} falls below every absolute scheme"
+           if worse else f"no PE is not shown to be worse: paired by seed, {', '.join(blind)} does not fall below "
+                         "every absolute scheme")
+        + f"; the absolute schemes "
+        f"({', '.join(absolute)}) are within {spread:.3g} of each other"
+        + (f"; the relative ones against the best absolute, paired by seed: {compared}" if compared else "")
+        + (f", and {', '.join(lagging)} fall{'s' if len(lagging) == 1 else ''} behind every absolute scheme" if lagging else "")
+        + ". " + paper.say("relational_note" if relational else "task_note")
+        + ("" if not lagging else " " + (paper.say("why_not_relational", **about(meta, sweep, r)) if relational
+                                          else paper.say("why_not_relative"))))
+    return lines
+
+
+def vit_ablation(tables: Tables, meta: Meta) -> Section:
+    """The ablation on the absolute task (``resolution``) and the relational one (``resolution_relational``)."""
+    s, paper = start("ViT"), finding("ViT")
+    tasks = paper.subject("tasks")
+    for sweep in tasks:
+        r = present(tables, sweep, everyone=True)  # whether a scheme can learn the task is what it measures
+        if r is None:
+            s.lines.append(f"Not measured on {tasks[sweep]}: the suite's `{sweep}` sweep is missing from this run.")
+        else:
+            s.lines += _vit_task(r, paper, sweep, meta)
     return s
 
 
@@ -67,14 +96,16 @@ def alibi(tables: Tables, meta: Meta) -> Section:
     if subject in d:
         flat = not d[subject].above(paper.threshold("flat_bits"))
         rivals = [o for o in paper.subject("rivals") if o in d and d[o].n]
-        separated = [o for o in rivals if d[subject].below(d[o].lowest)]
-        by_mean = [o for o in rivals if d[subject].mean < d[o].mean and o not in separated]
+        gaps = {o: Estimate.paired(rises(t, subject), rises(t, o)) for o in rivals}  # subject − rival, per seed
+        separated = [o for o in rivals if gaps[o].verdict() == "lower"]
+        by_mean = [o for o in rivals if gaps[o].mean < 0 and o not in separated]
         verdict = "yes" if flat and len(separated) == len(rivals) else "partly" if flat and (separated or by_mean) else "no"
-        beaten = ([f"{', '.join(separated)} with separated intervals"] if separated else []) + \
+        beaten = ([f"{', '.join(separated)} (paired interval below 0)"] if separated else []) + \
                  ([f"{', '.join(by_mean)} by the mean only"] if by_mean else [])
         s.lines.append(
             f"**Agrees:** {verdict} — {subject} {'stays flat' if flat else 'does not stay flat'} (within "
-            f"{paper.threshold('flat_bits'):g} bits of no change); it rises less than "
+            f"{paper.threshold('flat_bits'):g} bits of no change); paired by seed, its rise minus "
+            + "; minus ".join(f"{o}'s {g}" for o, g in gaps.items()) + "; it rises less than "
             + ("; ".join(beaten) if beaten else f"none of {', '.join(rivals)}") + "."
             + ("" if verdict == "yes" else " " + paper.say(
                 "why_not", train_length=lengths(t)[0], multiple=multiple(t), **about(meta, "extrapolation_text", t))))
@@ -98,10 +129,7 @@ def _spans(t: pd.DataFrame, factor: int) -> tuple[list[str], list[str]]:
 
 def _span_estimate(t: pd.DataFrame, span: list[str], **where: Any) -> Estimate:
     """Over seeds: bits per byte averaged over the lengths of ``span``."""
-    part = select(t, metric="bpb", **where)
-    if not span or not len(part):
-        return Estimate.of([])
-    return Estimate.of(part.groupby("seed")[span].mean().mean(axis=1).dropna().tolist())
+    return Estimate.of(list(per_seed(t, span, metric="bpb", **where).values()))
 
 
 def pi(tables: Tables, meta: Meta) -> Section:
@@ -114,23 +142,28 @@ def pi(tables: Tables, meta: Meta) -> Section:
     raw_rows = select(as_trained(t), pe=rope, metric="bpb")
     none, pi_ = estimate(raw_rows, ns[-1]), estimate(t, ns[-1], pe=rope, scale=scale, metric="bpb")
     two_none, two_pi = estimate(raw_rows, ns[1]), estimate(t, ns[1], pe=rope, scale=scale, metric="bpb")
-    better = pi_.below(none.lowest)
+    gap = Estimate.paired(per_seed(t, ns[-1], pe=rope, scale=scale, metric="bpb"), per_seed(raw_rows, ns[-1]))
+    better = gap.verdict() == "lower"
     s.lines = [f"Ours, {rope} bits per byte without fine-tune: at {ns[1]} unscaled {two_none}, {scale} {two_pi}; at "
                f"{ns[-1]} unscaled {none}, {scale} {pi_}."]
-    target, tuned, raw = _target(tables), None, None
+    target, tuned, raw, lowered = _target(tables), None, None, None
     if target is not None:
         tt, factor = target
         steps = int(tt["finetune_steps"].max())
         within, _ = _spans(tt, factor)
         if steps and within:
             raw, tuned = (_span_estimate(tt, within, scale=scale, finetune_steps=ft) for ft in (0, steps))
+            lowered = Estimate.paired(*(per_seed(tt, within, scale=scale, metric="bpb", finetune_steps=ft)
+                                        for ft in (steps, 0)))  # after − before, per seed
             s.lines.append(f"With a fixed factor {factor} and {steps} fine-tune steps at each length, {scale} over "
                            f"{within[0]}–{within[-1]} bytes: {raw} before, {tuned} after fine-tuning (the unscaled "
                            f"model at its training length: {estimate(raw_rows, ns[0])}).")
-    recovers = tuned is not None and raw.mean > tuned.mean
+    recovers = tuned is not None and lowered.verdict() == "lower"
     s.lines.append(f"**Agrees:** {'yes' if better else 'no'} on the untuned comparison — {scale} is "
-                   f"{'better' if better else 'not better'} than raw extrapolation at {multiple(t)}"
-                   + (f"; and fine-tuning {'lowers' if recovers else 'does not lower'} {scale}'s loss within its target."
+                   f"{'better' if better else 'not better'} than raw extrapolation at {multiple(t)} (paired by seed, "
+                   f"{scale} − unscaled {gap} bits per byte)"
+                   + (f"; and fine-tuning {'lowers' if recovers else 'does not lower'} {scale}'s loss within its target "
+                      f"(after − before, paired by seed: {lowered})."
                       if tuned is not None else ".")
                    + ("" if better else " " + paper.say("why_not", rise=str(rise(t, rope)), factor=multiple(t),
                                                        **about(meta, "extrapolation_text", t))))
@@ -193,17 +226,19 @@ def rope_vit(tables: Tables, meta: Meta) -> Section:
     higher = [c for c in cols if int(c[:-2]) > int(px[:-2])]
     untuned = r[r["finetune_steps"] == 0]
     placed = untuned[~untuned["pe"].isin(encoding(untuned["pe"].unique(), "nothing"))]
-    rows = [{"pe": pe, "method": m, px: str(estimate(p, px)), **{c: str(difference(p, c, px)) for c in higher}}
+    rows = [{"pe": pe, "method": m, px: str(accuracy(p, px)), **{c: str(difference(p, c, px, ACCURACY_GAP)) for c in higher}}
             for (pe, m), p in placed.groupby(["pe", "method"], sort=False)]
     s.lines = ["Ours, accuracy at the training resolution and its change at higher ones (no fine-tune):", "",
                md(pd.DataFrame(rows)), ""]
     sub = paper.subjects
     if higher and rows:
-        ape = difference(select(untuned, pe=sub["table"], method=sub["table_method"]), higher[-1], px)
-        mixed = difference(select(untuned, pe=sub["rotary"], method=sub["rotary_method"]), higher[-1], px)
-        agrees = ape.mean < mixed.mean
+        arms = [select(untuned, pe=sub[k], method=sub[f"{k}_method"]) for k in ("table", "rotary")]
+        ape, mixed = (difference(a, higher[-1], px, ACCURACY_GAP) for a in arms)
+        gap = Estimate.paired(*(change(a, higher[-1], px) for a in arms), bounds=(-2.0, 2.0))  # table − rotary
+        agrees = gap.verdict() == "lower"
         s.lines.append(f"**Agrees:** {'yes' if agrees else 'no'} — at {higher[-1]} the interpolated {sub['table']} table "
-                       f"({sub['table_method']}) changes by {ape}, {sub['rotary']} ({sub['rotary_method']}) by {mixed}."
+                       f"({sub['table_method']}) changes by {ape}, {sub['rotary']} ({sub['rotary_method']}) by {mixed}; "
+                       f"paired by seed, the table's change minus {sub['rotary']}'s is {gap} ({gap.verdict()})."
                        + ("" if agrees else " " + paper.say("why_not")))
     return s
 
@@ -217,19 +252,23 @@ def nope(tables: Tables, meta: Meta) -> Section:
     subject, lines = paper.subject("scheme"), []
     if p is not None:
         ns, plain = lengths(p), select(as_trained(p), metric="accuracy")
-        acc = {pe: estimate(plain, ns[-1], pe=pe) for pe in plain["pe"].unique()}
-        at_l = {pe: estimate(plain, ns[0], pe=pe) for pe in acc}
+        acc = {pe: accuracy(plain, ns[-1], pe=pe) for pe in plain["pe"].unique()}
+        at_l = {pe: accuracy(plain, ns[0], pe=pe) for pe in acc}
         lines.append(f"Passkey accuracy at {ns[0]} → {ns[-1]} tokens (no rescaling): "
                      + "; ".join(f"{pe} {at_l[pe]} → {acc[pe]}" for pe in acc) + ".")
         ranked = sorted((pe for pe in acc if acc[pe].n), key=lambda pe: -acc[pe].mean)
         if subject in ranked:
-            beats = [pe for pe in ranked if pe != subject and acc[pe].below(acc[subject].lowest)]
-            ties = [pe for pe in ranked if pe not in beats and pe != subject]
+            gaps = {pe: Estimate.paired(per_seed(plain, ns[-1], pe=subject), per_seed(plain, ns[-1], pe=pe), ACCURACY_GAP)
+                    for pe in ranked if pe != subject}  # subject − pe, paired by seed
+            beats = [pe for pe, g in gaps.items() if g.verdict() == "higher"]
+            ties = [pe for pe in gaps if pe not in beats]
             first = ranked[0] == subject
             verdict = "yes" if first and not ties else "partly" if first else "no"
             lines.append(f"**Agrees:** {verdict} — at {ns[-1]} tokens {subject} ranks {ranked.index(subject) + 1} of "
-                         f"{len(ranked)} by mean accuracy; its interval lies above {', '.join(beats) or 'no other scheme'}"
-                         + (f" and overlaps {', '.join(ties)}" if ties else "") + "."
+                         f"{len(ranked)} by mean accuracy; paired by seed, {subject} − "
+                         + "; ".join(f"{pe} {g}" for pe, g in gaps.items()) + f": it is above "
+                         f"{', '.join(beats) or 'no other scheme'}"
+                         + (f", with no difference shown from {', '.join(ties)}" if ties else "") + "."
                          + ("" if verdict == "yes" else " " + paper.say("why_not",
                                                                         **about(meta, "extrapolation_passkey", p))))
     if t is not None:

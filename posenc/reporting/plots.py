@@ -1,5 +1,6 @@
 """The report's plots: bits per byte (or accuracy) against length, accuracy against resolution,
-and the order test; each a mean over seeds with its 95% interval, saved atomically."""
+and the order test; each a mean over seeds with its 95% interval (accuracies: bounded, as in
+``posenc.reporting.estimates``), saved atomically."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pandas as pd
 
 from posenc.core.io import save_figure
 from posenc.reporting.claims import TOL
-from posenc.reporting.estimates import estimate, select
-from posenc.reporting.tables import lengths, moves_grid, pixels, unscaled
+from posenc.reporting.estimates import accuracy, select
+from posenc.reporting.tables import lengths, moves_grid, pixels, scorer, unscaled
 
 
 def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
@@ -27,7 +28,7 @@ def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
     palette = plt.get_cmap("tab10" if len(cells) <= 10 else "tab20")
     for i, (pe, scale) in enumerate(cells):
         part = select(t, pe=pe, scale=scale, metric=metric)
-        est = [estimate(part, n) for n in ns]
+        est = [scorer(metric)(part, n) for n in ns]
         xs = [int(n) for n, e in zip(ns, est) if e.n]
         if not xs:
             continue
@@ -60,7 +61,7 @@ def plot_resolution(r: pd.DataFrame, path: Path) -> None:
     colours = {pe: plt.get_cmap("tab10")(i % 10) for i, pe in enumerate(r["pe"].unique())}
     for ax, ft in zip(axes[0], steps):
         for (pe, method), part in r[r["finetune_steps"] == ft].groupby(["pe", "method"], sort=False):
-            est = [estimate(part, c) for c in cols]
+            est = [accuracy(part, c) for c in cols]
             ax.plot(xs, [e.mean for e in est], marker="o", color=colours[pe], label=f"{pe} / {method}",
                     linestyle="-" if moves_grid(method) or method == "none" else "--")
             if all(not math.isnan(e.low) for e in est):
@@ -85,7 +86,7 @@ def plot_order(t: pd.DataFrame, path: Path) -> None:
     for i, phase in enumerate(("init", "trained")):
         xs = [j + (i - 0.5) * 0.4 for j in range(len(groups))]
         res = [float(g[g["phase"] == phase]["equivariance_residual"].max()) for _, g in groups]
-        acc = [estimate(g, "accuracy", phase=phase) for _, g in groups]
+        acc = [accuracy(g, "accuracy", phase=phase) for _, g in groups]
         axes[0].bar(xs, [max(v, 1e-12) for v in res], 0.4, label=phase)
         axes[1].bar(xs, [e.mean for e in acc], 0.4, label=phase,
                     yerr=[[e.mean - e.low if not math.isnan(e.low) else 0 for e in acc],

@@ -19,7 +19,7 @@ import pandas as pd
 from posenc.core.errors import ConfigError
 from posenc.engine.config import option_class
 from posenc.pe.resample import MODES
-from posenc.reporting.estimates import Estimate, completed, difference, estimate
+from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate, under_target
 
 Tables = dict[str, pd.DataFrame]
 Meta = dict[str, Any]
@@ -92,10 +92,34 @@ def pixels(table: pd.DataFrame) -> list[str]:
     return sorted((c for c in table.columns if str(c).endswith("px") and str(c)[:-2].isdigit()), key=lambda c: int(c[:-2]))
 
 
-def present(tables: Tables, name: str) -> pd.DataFrame | None:
-    """The completed rows of a table, or None when the sweep did not run or nothing completed."""
+def present(tables: Tables, name: str, everyone: bool = False) -> pd.DataFrame | None:
+    """The completed rows of a table whose model reached its training target (``everyone``: also
+    those that did not learn), or None when the sweep did not run or nothing is left."""
     t = completed(tables.get(name))
+    if t is not None and not everyone:
+        t = t[~under_target(t)]
     return t if t is not None and len(t) else None
+
+
+def did_not_learn(tables: Tables) -> list[str]:
+    """Per table that records it: which models did not reach their training target, by scheme
+    (and model, attention where the table has them) and seed; empty when no table records it."""
+    lines, recorded = [], False
+    for name, table in tables.items():
+        t = completed(table)
+        if t is None or "reached_target" not in t:
+            continue
+        recorded = True
+        under = t[under_target(t)]
+        keys = [k for k in ("model", "attention", "pe") if k in under]
+        runs = under.drop_duplicates([*keys, "seed"]) if "seed" in under else under.drop_duplicates(keys)
+        if len(runs):
+            named = "; ".join(f"{' '.join(map(str, group if isinstance(group, tuple) else (group,)))} (seed "
+                              f"{', '.join(str(s) for s in part['seed'])})" for group, part in runs.groupby(keys, sort=False))
+            lines.append(f"- `{name}`: {len(runs)} did not learn — {named}.")
+    if recorded and not lines:
+        lines.append("Every model reached its training target.")
+    return lines
 
 
 def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame | None:
@@ -105,11 +129,16 @@ def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame 
     return t[t["finetune_steps"] == 0] if "finetune_steps" in t else t
 
 
+def scorer(metric: str) -> Callable[..., Estimate]:
+    """How a metric is estimated over seeds: accuracies with a bounded interval, others with t."""
+    return accuracy if metric == "accuracy" else estimate
+
+
 def extrapolation_table(t: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """(pe, scale) × length: mean [95% interval] of ``metric`` over seeds."""
-    rows = []
+    """(pe, scale) × length: mean [95% interval] (n seeds) of ``metric`` over seeds."""
+    rows, score = [], scorer(metric)
     for (pe, scale), part in t[t["metric"] == metric].groupby(["pe", "scale"], sort=False):
-        rows.append({"pe": pe, "scale": scale, **{n: str(estimate(part, n)) for n in lengths(t)}})
+        rows.append({"pe": pe, "scale": scale, **{n: str(score(part, n)) for n in lengths(t)}})
     return pd.DataFrame(rows)
 
 
@@ -131,8 +160,14 @@ def rise(t: pd.DataFrame, pe: str, scale: str | None = None, metric: str = "bpb"
     return difference(rows, ns[-1], ns[0], pe=pe, metric=metric)
 
 
+def rises(t: pd.DataFrame, pe: str, metric: str = "bpb") -> dict[Any, float]:
+    """{seed: the unscaled rise of ``rise``}, to compare two schemes' rises paired by seed."""
+    ns = lengths(t)
+    return change(as_trained(t), ns[-1], ns[0], pe=pe, metric=metric)
+
+
 def order_rows(tables: Tables) -> pd.DataFrame | None:
-    return present(tables, "order")
+    return present(tables, "order", everyone=True)  # whether order can be learned is what it measures
 
 
 def train_px(r: pd.DataFrame) -> str:
@@ -146,7 +181,7 @@ def train_px(r: pd.DataFrame) -> str:
 def resolution_table(r: pd.DataFrame, finetune: int) -> pd.DataFrame:
     rows = []
     for (pe, method), part in r[r["finetune_steps"] == finetune].groupby(["pe", "method"], sort=False):
-        rows.append({"pe": pe, "method": method, **{c: str(estimate(part, c)) for c in pixels(r)}})
+        rows.append({"pe": pe, "method": method, **{c: str(accuracy(part, c)) for c in pixels(r)}})
     return pd.DataFrame(rows)
 
 

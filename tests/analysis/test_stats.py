@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from posenc.analysis.stats import aggregate, summarize, t_central, t_quantile
+from posenc.analysis.stats import aggregate, bootstrap_interval, summarize, t_central, t_quantile
 
 
 @pytest.mark.parametrize("dof", [1, 2, 3, 4, 5, 7, 10, 29, 30, 100, 1000])
@@ -144,3 +144,16 @@ def test_aggregate_accuracy_carries_seeds_and_both_bounded_intervals():
             & (out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] <= 1)).all().all()
     no_trials = aggregate_accuracy(table, ["pe"]).set_index("pe")
     assert math.isnan(no_trials.loc["rope", "wilson_low"]) and no_trials.loc["rope", "n"] == 3
+
+
+def test_bootstrap_interval_is_the_percentiles_of_the_resampled_means():
+    """Two seeds at 0 and 1: resampled means 0, ½, 1 with chances ¼, ½, ¼, so the 95% interval is
+    [0, 1]; three seeds 0.2, 0.4, 0.6: the mean 0.2 has chance 1/27 > 2.5%, so the lower bound is 0.2."""
+    two = bootstrap_interval([0.0, 1.0])
+    assert (two["n"], two["mean"], two["ci95_low"], two["ci95_high"]) == (2, 0.5, 0.0, 1.0)
+    three = bootstrap_interval([0.2, 0.4, 0.6])
+    assert three["ci95_low"] == pytest.approx(0.2) and three["ci95_high"] == pytest.approx(0.6)
+    narrow = bootstrap_interval([0.9, 1.0, 1.0, 1.0, 1.0], level=0.5)
+    assert 0.9 < narrow["ci95_low"] <= 0.98 <= narrow["ci95_high"] <= 1.0
+    assert bootstrap_interval([0.9, 1.0, 1.0]) == bootstrap_interval([0.9, 1.0, 1.0])  # a fixed generator
+    assert math.isnan(bootstrap_interval([1.0])["ci95_low"]) and bootstrap_interval([])["n"] == 0

@@ -41,6 +41,9 @@ def tiny_suite(path: Path, seeds=(0, 1), extra: list[str] | None = None) -> Path
             "resolution": {"description": "ViT", "overrides": [
                 "experiment=resolution", "pe=nope,learned", "resolution.resolutions=[16,32]",
                 "resolution.methods=[bicubic]", "resolution.finetune_steps=1", "resolution.eval_items=8", *TINY_VIT]},
+            "resolution_relational": {"description": "ViT, relational label", "overrides": [
+                "experiment=resolution", "task.label=above", "pe=nope,learned", "resolution.resolutions=[16,32]",
+                "resolution.methods=[bicubic]", "resolution.finetune_steps=0", "resolution.eval_items=8", *TINY_VIT]},
             "order": {"description": "order", "overrides": [
                 "experiment=order", "order.pes=[nope]", "order.models=[lm_tiny]", "order.permutations=2", TINY_ORDER]},
             "check": {"description": "check", "overrides": ["experiment=check", "check.pes=[sinusoidal,rope,t5]"]},
@@ -58,9 +61,11 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     plan = pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
     counts = plan.groupby("sweep").size().to_dict()
     one_d = options_where("pe", lambda c: c.ndim == 1)
-    image = options_where("pe", lambda c: c.ndim == 2 or c.encodes == "nothing") + ["learned"]
+    relational = options_where("pe", lambda c: c.ndim == 2 or c.encodes == "nothing")
+    image = relational + ["learned"]
     assert counts == {"extrapolation_text": 3 * len(one_d), "extrapolation_target": 3,
-                      "extrapolation_passkey": 3 * len(one_d), "resolution": 3 * len(image), "order": 3, "check": 3}
+                      "extrapolation_passkey": 3 * len(one_d), "resolution": 3 * len(image),
+                      "resolution_relational": 3 * len(relational), "order": 3, "check": 3}
     for sweep, part in plan.groupby("sweep"):
         assert sorted(part["seed"].astype(int).unique()) == [0, 1, 2], sweep
     text = plan[plan.sweep == "extrapolation_text"]
@@ -72,7 +77,10 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     assert sorted(vit["pe"].unique()) == sorted(image)
     assert set(image) >= set("nope learned learned2d sincos2d rel2d alibi2d rope2d_axial rope2d_mixed".split())
     assert all("resolution.methods=[bilinear,bicubic,extrapolate]" in o for o in vit["overrides"])
-    assert f"suite quick: {len(plan)} jobs in 6 sweeps, launcher joblib" in result.output and len(plan) == 93
+    rel = plan[plan.sweep == "resolution_relational"]
+    assert sorted(rel["pe"].unique()) == sorted(relational)
+    assert all("task.label=above" in o and "resolution.finetune_steps=0" in o for o in rel["overrides"])
+    assert f"suite quick: {len(plan)} jobs in 7 sweeps, launcher joblib" in result.output and len(plan) == 114
     target = plan[plan.sweep == "extrapolation_target"]
     assert all("extrapolation.factor=4" in o and "extrapolation.finetune_steps=25" in o for o in target["overrides"])
     assert not (tmp_path / "suites").exists()  # a dry run writes nothing
@@ -107,7 +115,8 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     assert "Not measured" not in text
     tables = {p.stem: pd.read_csv(p) for p in (out / "suite").glob("*.csv")}
     assert set(tables) >= {"extrapolation_text", "extrapolation_target", "extrapolation_passkey", "resolution",
-                           "resolution_similarity", "order", "check"}
+                           "resolution_similarity", "resolution_relational", "order", "check"}
+    assert (out / "suite" / "resolution_relational.png").exists()
     target = tables["extrapolation_target"]
     assert set(target.scale) == {"pi", "ntk", "yarn"} and set(target.finetune_steps) == {0, 1}
     assert set(target["extrapolation.factor"]) == {2.0}
@@ -130,7 +139,7 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, or a path to a .yaml file"),
     (["--quick", "--only", "nothere"], "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
-                                       "extrapolation_target, extrapolation_passkey, resolution, order, check"),
+                                       "extrapolation_target, extrapolation_passkey, resolution, resolution_relational, order, check"),
     (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of integers"),
     (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
     (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
+from posenc.analysis.stats import summarize
 from posenc.reporting.claims import CLAIMS, Estimate
 from posenc.reporting.findings import FINDINGS
 from posenc.reporting.reference_report import render, write_report
@@ -55,18 +56,22 @@ def extrapolation_target(agree: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def extrapolation_passkey(best: str = "nope") -> pd.DataFrame:
+def extrapolation_passkey(best: str = "nope", noise=NOISE, far: tuple[float, float] = (0.6, 0.2),
+                          near: float = 0.9) -> pd.DataFrame:
+    """Accuracy at 32 tokens ``near``, at 512 ``far`` (the best scheme's, the others'), plus the seed's noise."""
     rows = []
     for pe in ("nope", "learned", "alibi", "rope"):
         for scale in (["none", "pi", "ntk", "yarn"] if pe == "rope" else ["none"]):
-            for seed, eps in zip(SEEDS, NOISE):
-                far = 0.6 if pe == best else 0.2
+            for seed, eps in zip(SEEDS, noise):
                 rows.append({"pe": pe, "seed": seed, "scale": scale, "finetune_steps": 0, "metric": "accuracy",
-                             "32": 0.9 + eps, "512": far + eps, "status": "completed"})
+                             "32": near + eps, "512": far[pe != best] + eps, "status": "completed"})
     return pd.DataFrame(rows)
 
 
-def resolution(nope_acc: float = 0.25, rel_acc: float = 0.95) -> pd.DataFrame:
+def resolution(nope_acc: float = 0.25, rel_acc: float = 0.95, seeds_at32: dict[str, tuple] | None = None,
+               items: int | None = None) -> pd.DataFrame:
+    """``seeds_at32``: a scheme's accuracy at 32 px in each seed, in place of its mean plus the noise;
+    ``items``: the evaluation items behind each accuracy (the column ``resolution.eval_items``)."""
     rows = []
     plan = {"nope": ["none"], "learned": ["bilinear", "bicubic"], "learned2d": ["bilinear", "bicubic"],
             "rel2d": ["clip"], "sincos2d": ["bicubic"], "rope2d_mixed": ["interpolate", "extrapolate"]}
@@ -75,10 +80,12 @@ def resolution(nope_acc: float = 0.25, rel_acc: float = 0.95) -> pd.DataFrame:
             for ft in (0, 10):
                 for seed, eps in zip(SEEDS, NOISE):
                     at32 = {"nope": nope_acc, "rel2d": rel_acc}.get(pe, 0.95) + eps
+                    at32 = (seeds_at32 or {}).get(pe, {seed: at32})[seed]
                     drop = 0.3 if pe.startswith("learned") and not ft else 0.05
                     if pe == "rope2d_mixed" and method == "extrapolate":
                         drop = 0.0
                     rows.append({"pe": pe, "seed": seed, "method": method, "finetune_steps": ft,
+                                 **({"resolution.eval_items": items} if items else {}),
                                  "16px": at32 - drop, "32px": at32, "64px": at32 - drop, "status": "completed"})
     return pd.DataFrame(rows)
 
@@ -145,19 +152,19 @@ def test_intervals_are_student_t_over_seeds():
     e = Estimate.of([3.0, 3.1, 3.2])
     half = scipy_stats.t.ppf(0.975, 2) * np.std([3.0, 3.1, 3.2], ddof=1) / math.sqrt(3)
     assert (e.mean, e.low, e.high) == pytest.approx((3.1, 3.1 - half, 3.1 + half))
-    assert str(e) == f"3.1 [{3.1 - half:.3g}, {3.1 + half:.3g}]"
-    assert str(Estimate.of([2.0])) == "2" and str(Estimate.of([])) == "—"
+    assert str(e) == f"3.1 [{3.1 - half:.3g}, {3.1 + half:.3g}] (n=3)"
+    assert str(Estimate.of([2.0])) == "2 (n=1)" and str(Estimate.of([])) == "—"
 
 
 def test_numbers_in_the_sections_are_the_tables_means():
     text = render(tables(), META)
     # C5: rope rises by exactly 1.0 in every seed (interval of zero width), sinusoidal by 0.8
-    assert "rope rises by 1 [1, 1] bits per byte from 64 to 256 (it does not generalize)" in section(text, "C5")
-    assert "sinusoidal rises by 0.8 [0.8, 0.8]" in section(text, "C5")
+    assert "rope rises by 1 [1, 1] (n=3) bits per byte from 64 to 256 (it does not generalize)" in section(text, "C5")
+    assert "sinusoidal rises by 0.8 [0.8, 0.8] (n=3)" in section(text, "C5")
     # C3: the learned table has no score past its length
     assert "at 128, 256 it cannot be evaluated" in section(text, "C3")
     # C6: the similarity gain of 0.5 in every seed
-    assert "gains 0.5 [0.5, 0.5]" in section(text, "C6")
+    assert "gains 0.5 [0.5, 0.5] (n=3)" in section(text, "C6")
     # C1: residual 1e-07 is under the tolerance; bidirectional NoPE at chance
     assert "moves by at most 1e-07" in section(text, "C1") and "equivariant, as claimed" in section(text, "C1")
     assert "it cannot read order" in section(text, "C1")
@@ -183,7 +190,8 @@ def test_verdicts_follow_the_numbers(changes, key, agrees):
 
 def test_a_relative_scheme_at_chance_makes_the_vit_ablation_agree_only_partly():
     body = section(render(tables(resolution=resolution(rel_acc=0.25)), META), "ViT")
-    assert "**Agrees:** partly — no PE is clearly worse" in body and "but the relative ones rel2d 0.25" in body
+    assert "**Agrees:** partly on the absolute task" in body and "no PE is clearly worse" in body
+    assert "rel2d − learned -0.7 [-0.7, -0.7] (n=3)" in body and "rel2d falls behind every absolute scheme" in body
 
 
 def test_yarn_ordering_within_and_beyond_the_target():
@@ -239,8 +247,8 @@ def test_the_reasons_name_the_suites_own_model_and_seeds():
 def test_a_scheme_new_to_the_tables_joins_every_section_that_loops_over_them():
     """xpos and relative were in no list of the old report; the tables alone bring them in."""
     text = render(tables(extrapolation_text=extrapolation_text(more={"xpos": 0.7, "relative": 0.25})), META)
-    assert "xpos 0.7 [0.7, 0.7]" in section(text, "ALiBi") and "relative 0.25 [0.25, 0.25]" in section(text, "ALiBi")
-    assert "relative 0.25 [0.25, 0.25]" in section(text, "C8")  # a bias scheme: its class adds a bias
+    assert "xpos 0.7 [0.7, 0.7] (n=3)" in section(text, "ALiBi") and "relative 0.25 [0.25, 0.25] (n=3)" in section(text, "ALiBi")
+    assert "relative 0.25 [0.25, 0.25] (n=3)" in section(text, "C8")  # a bias scheme: its class adds a bias
     assert "xpos" not in section(text, "C8")  # a rotation, not a bias
     assert "| xpos " in section(text, "C5")
 
@@ -253,3 +261,80 @@ def test_the_report_folder_reads_back_into_the_same_report(tmp_path):
     back, saved = collect(tmp_path / "suite"), read(tmp_path / "suite")
     assert set(back) == set(tables()) and saved["sweeps"] == meta["sweeps"] and saved["seeds"] == [0, 1, 2]
     assert render(back, saved) == render(tables(), meta)
+
+
+INTERVAL = re.compile(r"(-?\d[\d.e+-]*) \[(-?\d[\d.e+-]*), (-?\d[\d.e+-]*)\]( \(n=\d+\))?")
+
+
+def test_every_interval_in_the_report_carries_its_number_of_seeds():
+    text = render(tables(resolution_relational=resolution()), META)
+    found = INTERVAL.findall(text)
+    assert len(found) > 100
+    assert [m for m in found if not m[3]] == []
+
+
+def test_accuracy_intervals_stay_inside_0_1_where_the_t_interval_left_it():
+    """Before, accuracies took the plain t interval: learned at 32 px in seeds 0.99, 0.97, 0.70 read
+    "0.887 [0.484, 1.29]"; now every accuracy interval of the resolution tables lies inside [0, 1]."""
+    spread = (0.99, 0.97, 0.70)
+    assert summarize(spread)["ci95_high"] > 1  # the old interval
+    for items in (None, 128):
+        text = render(tables(resolution=resolution(seeds_at32={"learned": spread}, items=items)), META)
+        untuned = section(text, "C7").split("After ")[0]
+        cells = [m for line in untuned.splitlines() if line.startswith("| learned ") for m in INTERVAL.findall(line)]
+        ours = [m for line in section(text, "ViT").splitlines() if line.startswith("Ours") for m in INTERVAL.findall(line)]
+        assert len(cells) == 2 * 3 and len(ours) == 6  # learned: 2 methods x 3 resolutions; 6 schemes
+        for mean, low, high, n in cells + ours:
+            assert 0 <= float(low) <= float(mean) <= float(high) <= 1 and n == " (n=3)"
+        expected = Estimate.accuracy(list(spread), items)
+        assert f"learned {expected}" in section(text, "ViT") and expected.high < 1
+
+
+def test_a_paired_verdict_separates_schemes_whose_intervals_overlap():
+    """Every seed moves all schemes together (noise ±0.15) and NoPE beats each by 0.05 in every seed: the
+    per-scheme intervals overlap (the old verdict: "partly", ties), the paired differences do not."""
+    noisy = extrapolation_passkey(noise=(-0.15, 0.0, 0.15), far=(0.45, 0.40), near=0.8)
+    nope_far = Estimate.accuracy([0.30, 0.45, 0.60])
+    rope_far = Estimate.accuracy([0.25, 0.40, 0.55])
+    assert rope_far.high > nope_far.low  # unpaired: not separated
+    body = section(render(tables(extrapolation_passkey=noisy), META), "NoPE")
+    assert "nope − learned 0.05 [0.05, 0.05] (n=3)" in body
+    assert "**Agrees:** yes" in body and "it is above learned, alibi, rope." in body
+    # the same gap in only one seed is not shown
+    one = noisy.copy()
+    one.loc[(one["pe"] != "nope") & (one["seed"] != 1), "512"] += 0.05
+    assert "**Agrees:** partly" in section(render(tables(extrapolation_passkey=one), META), "NoPE")
+
+
+def test_the_vit_ablation_reads_the_absolute_and_the_relational_task():
+    """With a relative scheme at chance on the quadrant label but at par on the relational one, the
+    absolute task agrees partly and the relational one fully; without the relational table it says so."""
+    text = render(tables(resolution=resolution(rel_acc=0.25), resolution_relational=resolution(rel_acc=0.95)), META)
+    body = section(text, "ViT")
+    assert "**Agrees:** partly on the absolute task (label = the quadrant that holds the shape)" in body
+    assert "**Agrees:** yes on the relational task (label = is the red shape above the blue one)" in body
+    assert "relative positions suffice" in body and "Not measured" not in body
+    body = section(render(tables(resolution=resolution(rel_acc=0.25)), META), "ViT")
+    assert "Not measured on the relational task" in body and "`resolution_relational` sweep is missing" in body
+    body = section(render(tables(resolution_relational=resolution(rel_acc=0.5)) | {"resolution": pd.DataFrame()}, META), "ViT")
+    assert "Not measured on the absolute task" in body and "**Agrees:** partly on the relational task" in body
+    assert "under-trained" in body
+
+
+def test_models_under_their_target_are_named_and_left_out_of_the_averages():
+    """With a ``reached_target`` column (train to criterion), a run that did not learn is counted and named,
+    and the resolution readings average only the seeds that learned; the ViT ablation still reads it."""
+    r = resolution()
+    r["reached_target"] = ~((r["pe"] == "learned") & (r["seed"] == 1)) & (r["pe"] != "nope")
+    text = render(tables(resolution=r), META)
+    under = text.split("## Models under their training target")[1].split("## ")[0]
+    assert "- `resolution`: 4 did not learn — nope (seed 0, 1, 2); learned (seed 1)." in under
+    c7 = section(text, "C7").split("After ")[0]
+    (row,) = [line for line in c7.splitlines() if line.startswith("| learned ") and "bilinear" in line]
+    assert row.count("(n=2)") == 3 and "(n=3)" not in row
+    assert "nope" not in c7  # no seed of it learned
+    assert "nope 0.25 [" in section(text, "ViT")  # the ablation reads every model
+    # every model at its target: said once; a table without the column: no such part, as before
+    r["reached_target"] = True
+    assert "Every model reached its training target." in render(tables(resolution=r), META)
+    assert "training target" not in render(tables(), META)
