@@ -14,11 +14,12 @@ the last (seed claim C1).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 
+from posenc.tasks.base import Criterion
 from posenc.core.errors import ConfigError
 
 Label = Literal["quadrant", "above", "left", "shape"]
@@ -44,6 +45,7 @@ class ShapesTask:
     """Scenes drawn fresh for every training batch; a fixed validation set of ``val_size`` scenes."""
 
     kind = "image"
+    criterion: ClassVar[Criterion] = "accuracy"  # judged by answer accuracy: training stops at train.target_accuracy
     in_channels = 3
 
     @property

@@ -18,7 +18,7 @@ from typing import ClassVar
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import IGNORE_INDEX
+from posenc.tasks.base import IGNORE_INDEX, Criterion
 
 
 class OrderTask:
@@ -31,6 +31,7 @@ class OrderTask:
 
     order_labels: ClassVar[bool] = True  # labels depend only on order: `posenc order` uses it
     chance_accuracy: ClassVar[float] = 0.5  # both orders of a multiset are equally likely
+    criterion: ClassVar[Criterion] = "accuracy"  # judged by answer accuracy: training stops at train.target_accuracy
 
     def __init__(self, n_fillers: int = 16, n_actors: int = 8, eval_size: int = 512, eval_seed: int = 1234) -> None:
         if n_fillers < 1:

@@ -10,10 +10,12 @@ windows, whatever was trained before.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import IGNORE_INDEX
+from posenc.tasks.base import IGNORE_INDEX, Criterion
 
 
 def lm_pairs(tokens: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -26,6 +28,7 @@ class SyntheticTask:
     """Base of the generated tasks; a subclass sets ``vocab_size``, ``min_length`` and ``sample``."""
 
     answer_only = True  # experiments report accuracy on answers, not bits per byte
+    criterion: ClassVar[Criterion] = "accuracy"  # judged by answer accuracy: training stops at train.target_accuracy
     vocab_size: int
     min_length: int
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sysconfig
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 
+from posenc.tasks.base import Criterion
 from posenc.core.errors import ConfigError
 
 def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
@@ -38,6 +39,7 @@ class TextTask:
     """Next-byte prediction: random training windows, non-overlapping validation windows."""
 
     vocab_size = 256
+    criterion: ClassVar[Criterion] = "bpb"  # judged by bits per byte: training stops at train.target_bpb
 
     def __init__(
         self,

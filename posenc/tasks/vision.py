@@ -10,11 +10,12 @@ training at ``task.resolution`` and evaluation at any other.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 
+from posenc.tasks.base import Criterion
 from posenc.core.errors import ConfigError, UserError
 
 Dataset = Literal["cifar10", "mnist", "image_folder"]
@@ -75,6 +76,7 @@ class TorchvisionTask:
     """Train and validation images of a torchvision dataset, resized on demand."""
 
     kind = "image"
+    criterion: ClassVar[Criterion] = "accuracy"  # judged by answer accuracy: training stops at train.target_accuracy
 
     def __init__(
         self,

@@ -41,7 +41,7 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     class WhichHalf:
         """Bright patch in the top or the bottom half: the label is where it is, not what it is."""
 
-        kind, num_classes, order_labels = "image", 2, True
+        kind, num_classes, order_labels, criterion = "image", 2, True, "accuracy"
 
         def train_batch(self, batch_size, generator):
             images = 0.1 * torch.rand(batch_size, 3, 8, 8, generator=generator)
