@@ -75,7 +75,6 @@ class TrainConfig:
         resolve_device(self.device)
 
 
-
 @dataclass(frozen=True)
 class Target:
     """The validation score at which a model has learned its task: answer accuracy at or above
