@@ -35,8 +35,8 @@ from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.analysis.permutation import permutation_test
 from posenc.core.io import save_figure, write_table
 from posenc.engine.results import RunDir
-from posenc.engine.training import resolve_device, train
-from posenc.experiments.train import input_size
+from posenc.engine.training import TrainResult, resolve_device, train
+from posenc.experiments.train import eval_data, input_size
 from posenc.tasks.base import Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
@@ -200,11 +200,15 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     return row
 
 
-def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> float:
-    """Train the cell's model on its task with the one training loop; the final train loss."""
+def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> TrainResult:
+    """Train the cell's model on its task with the one training loop, to its target or the cap,
+    validating on ``eval.periodic_windows`` items every ``train.eval_every`` steps."""
     setup = cell.setup
-    result = train(setup.model, task_data(setup)[0], setup.train, seed=setup.seed, on_log=on_log)
-    return result.train_loss
+    device = resolve_device(setup.train.device)
+    periodic = eval_data(setup, setup.eval.periodic_windows)
+    return train(setup.model, task_data(setup)[0], setup.train, seed=setup.seed, on_log=on_log,
+                 validate=lambda m: evaluate(m, *periodic, batch_size=setup.eval.batch_size, device=device),
+                 target=setup.target)
 
 
 def run(
@@ -236,9 +240,10 @@ def run(
                     if bar is not None:
                         bar(record)
 
-                train_loss = train_cell(cell, log)
+                result = train_cell(cell, log)
             rows.append({**head, "phase": "trained", **measure(cell, permutations, device, setup.seed),
-                         "train_loss": train_loss, "train_seconds": time.perf_counter() - started})
+                         "train_loss": result.train_loss, "steps": result.steps, **result.target_record(),
+                         "train_seconds": time.perf_counter() - started})
             write_table(pd.DataFrame(rows), run_dir.path, "order")
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")

@@ -34,6 +34,8 @@ from posenc.engine.results import RunDir
 from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
 from posenc.engine.training import resolve_device, train
 
+TRAINED_AT = ["steps", "criterion", "target", "reached_target", "target_step"]  # per scheme, beside its accuracies
+
 
 @dataclass
 class ResolutionConfig:
@@ -180,6 +182,8 @@ def run(
     table = long.pivot_table(index=["pe", "method", "finetune_steps"], columns="resolution", values="accuracy",
                              sort=False).reset_index()
     table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
+    trained = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
+    table = table.merge(trained, on="pe", how="left")
     write_table(table, run_dir.path)
     write_table(long, run_dir.path, "long")
     task = setups[0].task
@@ -187,7 +191,8 @@ def run(
     if similarity:
         write_table(pd.DataFrame(similarity), run_dir.path, "similarity")
     run_dir.update_summary(status="completed", run_dir=str(run_dir.path), train_resolution=task.resolution,
-                           chance=1 / task.num_classes, similarity=similarity)
+                           chance=1 / task.num_classes, similarity=similarity,
+                           training=trained.astype(object).where(trained.notna(), None).to_dict("records"))
     return table, run_dir
 
 
@@ -215,10 +220,12 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         started = time.perf_counter()
         log = (lambda r, o=offset: on_log({**r, "step": r["step"] + o})) if on_log else None
         periodic = task.eval_set(max_items=ev.periodic_windows)
-        result = train(model, lambda b, g: task.train_batch(b, task.resolution, g), setup.train, seed=setup.seed, run=None,
+        result = train(model, lambda b, g: task.train_batch(b, task.resolution, g), setup.train, seed=setup.seed,
+                       run=None, target=setup.target,
                        validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device), on_log=log)
-        offset += setup.train.steps
-        run_dir.log({"pe": name, "train_loss": result.train_loss, "seconds": time.perf_counter() - started})
+        offset += result.steps
+        trained_at = {"steps": result.steps, **result.target_record()}  # the TRAINED_AT columns
+        run_dir.log({"pe": name, "train_loss": result.train_loss, **trained_at, "seconds": time.perf_counter() - started})
         weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         atomic_write_bytes(run_dir.path / "checkpoints" / f"{name}.safetensors", save(weights))
         trained = _embeddings(model)
@@ -235,10 +242,11 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
             for method in methods:
                 moved = copy.deepcopy(model).set_resolution(res, method, settings.antialias)
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc})
+                rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc,
+                             **trained_at})
                 if settings.finetune_steps:
                     train(moved, lambda b, g, r=res: task.train_batch(b, r, g), ft_cfg, seed=setup.seed)
                     acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
                     rows.append({"pe": name, "method": method, "finetune_steps": settings.finetune_steps,
-                                 "resolution": res, "accuracy": acc})
+                                 "resolution": res, "accuracy": acc, **trained_at})
     return pd.DataFrame(rows), similarity

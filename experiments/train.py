@@ -36,22 +36,24 @@ def eval_data(setup: Setup, max_items: int | None) -> tuple:
 
 def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None,
         resume: bool = False) -> TrainResult:
-    """Train ``setup.model`` (sequences at ``train.seq_len``), validating on a sample.
+    """Train ``setup.model`` (sequences at ``train.seq_len``) to its target or the step cap,
+    validating on a sample (``eval.periodic_windows``) every ``train.eval_every`` steps.
 
-    Checkpoints and metrics go to ``run_dir``; with ``resume``, training continues from its last
-    checkpoint. A failure is marked in its summary and re-raised; so is a stop signal
-    (``interrupted``, after the checkpoint).
+    Checkpoints and metrics go to ``run_dir``; its summary records whether the target was
+    reached and at which step. With ``resume``, training continues from its last checkpoint.
+    A failure is marked in its summary and re-raised; so is a stop signal (``interrupted``,
+    after the checkpoint).
     """
     task, ev, size = setup.task, setup.eval, input_size(setup)
     batches = lambda b, g: task.train_batch(b, size, g)  # noqa: E731
     periodic = eval_data(setup, ev.periodic_windows)
     device = resolve_device(setup.train.device)
     try:
-        return train(
+        result = train(
             setup.model, batches, setup.train,
             seed=setup.seed, run=run_dir,
             validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
-            on_log=on_log, resume=resume,
+            on_log=on_log, resume=resume, target=setup.target,
         )
     except (Interrupted, KeyboardInterrupt, SystemExit) as e:  # SystemExit: submitit requeues
         run_dir.update_summary(status="interrupted", error=str(e) or type(e).__name__)
@@ -62,6 +64,8 @@ def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] 
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
+    run_dir.update_summary(**result.target_record())
+    return result
 
 
 def run(
@@ -92,7 +96,7 @@ def run(
     choices = setup.config["choices"]
     row = {
         "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,
-        "steps": result.steps,
+        "steps": result.steps, **result.target_record(),
     }
     if images:
         pixels = final[0][0].numel()  # the loop counts input elements: C·H·W per image

@@ -18,7 +18,7 @@ from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import EvalConfig
 from posenc.pe.grid import check_scheme_fits
 from posenc.tasks.base import Task
-from posenc.engine.training import TrainConfig
+from posenc.engine.training import Target, TrainConfig, target_for
 
 
 @dataclass
@@ -29,6 +29,11 @@ class Setup:
     train: TrainConfig
     eval: EvalConfig
     seed: int
+
+    @property
+    def target(self) -> Target | None:
+        """Where training stops: the task's ``criterion`` at the value ``train`` states for it."""
+        return target_for(self.task.criterion, self.train)
 
 
 def takes_patches(cfg: DictConfig) -> bool:

@@ -8,6 +8,11 @@ stay above a floor clamps their ``.data`` there, as its reference implementation
 Given one seed, a CPU run is bit-for-bit repeatable: batches come from a seeded generator whose
 state is saved in every checkpoint with the optimizer's, so a resumed run continues exactly.
 Validation and logging draw no random numbers, so they never shift the batches.
+
+Training runs to criterion: given a ``Target`` (the task's criterion and the value stated in
+``train.target_accuracy`` or ``train.target_bpb``), the loop stops at the first validation that
+reaches it, or at the step cap ``train.steps``, and says which (``TrainResult.reached_target``,
+``target_step``). Validation is deterministic, so a resumed run stops at the same step.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from posenc.engine.evaluation import IGNORE_INDEX
 from posenc.core.io import atomic_write_bytes, replace_folder, settle_folder
 from posenc.engine.results import RunDir
 from posenc.engine.signals import deferred_stop_signals
+from posenc.tasks.base import Criterion
 
 
 @dataclass
@@ -49,6 +55,8 @@ class TrainConfig:
     eval_every: int = 100
     checkpoint_every: int = 100
     device: str = "auto"
+    target_accuracy: float | None = 0.95  # tasks scored by answer accuracy; null: train to the cap
+    target_bpb: float | None = None  # text (bits per byte); null: train to the cap
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "log_every", "eval_every", "checkpoint_every"):
@@ -60,7 +68,34 @@ class TrainConfig:
             raise ConfigError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.warmup_steps < 0:
             raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            raise ConfigError(f"train.target_accuracy must be in (0, 1] or null, got {self.target_accuracy}")
+        if self.target_bpb is not None and not self.target_bpb > 0.0:
+            raise ConfigError(f"train.target_bpb must be > 0 (bits per byte) or null, got {self.target_bpb}")
         resolve_device(self.device)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The validation score at which a model has learned its task: answer accuracy at or above
+    ``value``, or bits per byte at or below it."""
+
+    criterion: Criterion
+    value: float
+
+    def reached(self, scores: dict[str, Any]) -> bool:
+        """Whether ``evaluate``'s scores (``accuracy``, ``bits``) meet the target."""
+        if self.criterion == "accuracy":
+            return scores["accuracy"] >= self.value
+        return scores["bits"] <= self.value
+
+
+def target_for(criterion: Criterion, cfg: TrainConfig) -> Target | None:
+    """The target ``cfg`` states for a task judged by ``criterion``; None: train to the cap."""
+    if criterion not in ("accuracy", "bpb"):
+        raise ValueError(f"criterion '{criterion}' is not one of: accuracy, bpb")
+    value = cfg.target_accuracy if criterion == "accuracy" else cfg.target_bpb
+    return None if value is None else Target(criterion, float(value))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -140,8 +175,10 @@ def step_hooks(model: torch.nn.Module) -> list[HasStepHook]:
 
 
 def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    step: int, generator: torch.Generator, train_loss: float = float("nan")) -> None:
-    """``model.safetensors`` (weights) and ``trainer.pt`` (optimizer, step, RNG states, last loss).
+                    step: int, generator: torch.Generator, train_loss: float = float("nan"),
+                    target_step: int | None = None) -> None:
+    """``model.safetensors`` (weights) and ``trainer.pt`` (optimizer, step, RNG states, last loss,
+    and the step that reached the target, if one did: a resumed run that had stopped stays stopped).
 
     The two files replace the previous pair together, so a kill never pairs weights of one
     step with optimizer state of another.
@@ -150,7 +187,7 @@ def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim
 
     weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     state = {"step": step, "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-             "torch_rng": torch.get_rng_state(), "train_loss": train_loss}
+             "torch_rng": torch.get_rng_state(), "train_loss": train_loss, "target_step": target_step}
     buf = io.BytesIO()
     torch.save(state, buf)
 
@@ -169,8 +206,8 @@ def load_weights(folder: Path, model: torch.nn.Module) -> None:
 
 def load_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     generator: torch.Generator) -> dict[str, Any] | None:
-    """Restore what ``save_checkpoint`` wrote; return the trainer state (``step``, ``train_loss``),
-    or None when there is no checkpoint yet."""
+    """Restore what ``save_checkpoint`` wrote; return the trainer state (``step``, ``train_loss``,
+    ``target_step``), or None when there is no checkpoint yet."""
     settle_folder(folder)
     if not (Path(folder) / "trainer.pt").exists():
         return None
@@ -184,14 +221,29 @@ def load_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim
 
 @dataclass
 class TrainResult:
+    """``steps`` trained (the target's step when it stopped there, else the cap)."""
+
     steps: int
     train_loss: float
     tokens: int
     seconds: float
+    target: Target | None = None
+    target_step: int | None = None
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / max(self.seconds, 1e-9)
+
+    @property
+    def reached_target(self) -> bool | None:
+        """Whether validation reached the target; None when no target was stated."""
+        return None if self.target is None else self.target_step is not None
+
+    def target_record(self) -> dict[str, Any]:
+        """The columns every run records: its criterion and target, whether and when it got there."""
+        t = self.target
+        return {"criterion": t.criterion if t else None, "target": t.value if t else None,
+                "reached_target": self.reached_target, "target_step": self.target_step}
 
 
 Batches = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -207,13 +259,16 @@ def train(
     validate: Callable[[torch.nn.Module], dict[str, Any]] | None = None,
     on_log: Callable[[dict[str, Any]], None] | None = None,
     resume: bool = False,
+    target: Target | None = None,
 ) -> TrainResult:
-    """Train ``model`` on ``batches(batch_size, generator)`` for ``cfg.steps`` steps.
+    """Train ``model`` on ``batches(batch_size, generator)`` until ``target`` or ``cfg.steps`` steps.
 
     The loss is cross-entropy of (…, C) logits against (…) targets, so a language model
     ((b, s, V) against (b, s)) and a classifier ((b, C) against (b,)) share this loop.
 
     ``validate`` is called every ``eval_every`` steps and at the end; its numbers are logged.
+    With a ``target`` (which needs ``validate``), training stops after the first validation
+    that reaches it, with a checkpoint of that step.
     Every record logged goes to ``run`` (``metrics.jsonl``) and to ``on_log`` (a progress bar).
     A non-finite loss raises ``TrainingDiverged`` after logging the step that produced it.
 
@@ -223,6 +278,8 @@ def train(
     only the timing fields differ). While training into ``run``, SIGTERM and SIGINT end the
     current step, save a checkpoint and raise ``Interrupted``.
     """
+    if target is not None and validate is None:
+        raise ValueError("a target needs validate: the loop checks it on validation scores")
     device = resolve_device(cfg.device)
     model.to(device).train()
     optimizer = make_optimizer(model, cfg)
@@ -230,15 +287,18 @@ def train(
     generator = torch.Generator().manual_seed(seed)
     emit = (lambda r: (run.log(r) if run else None, on_log(r) if on_log else None))
 
-    first, loss_value = 0, float("nan")
+    first, loss_value, target_step = 0, float("nan"), None
     if resume and run is not None:
         state = load_checkpoint(run.checkpoint_dir, model, optimizer, generator)
         if state is not None:
             first, loss_value = state["step"], state.get("train_loss", float("nan"))
+            target_step = state.get("target_step")
         run.rewind(first)  # records past the checkpoint were never saved with it: redo them
+    done = first
+    last = first if target_step is not None else cfg.steps  # a run that reached its target is over
     tokens, start, window_tokens, window_start = 0, time.perf_counter(), 0, time.perf_counter()
     with deferred_stop_signals(run.path) if run is not None else nullcontext(lambda: False) as stop:
-        for step in range(first, cfg.steps):
+        for step in range(first, last):
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -266,11 +326,18 @@ def train(
                 window_tokens, window_start = 0, now
             if validate is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
                 metrics = validate(model)
-                emit({"step": done, **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)}})
+                if target is not None and target.reached(metrics):
+                    target_step = done
+                emit({"step": done, **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)},
+                      **({"reached_target": target_step is not None} if target is not None else {})})
                 window_start = time.perf_counter()  # validation time is not training throughput
             stopping = stop()  # read once: a signal arriving now waits for the next step
-            if run is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps or stopping):
-                save_checkpoint(run.checkpoint_dir, model, optimizer, done, generator, loss_value)
+            reached = target_step is not None
+            if run is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps or stopping or reached):
+                save_checkpoint(run.checkpoint_dir, model, optimizer, done, generator, loss_value, target_step)
             if stopping:
                 stop.deliver(done)
-    return TrainResult(steps=cfg.steps, train_loss=loss_value, tokens=tokens, seconds=time.perf_counter() - start)
+            if reached:
+                break
+    return TrainResult(steps=done, train_loss=loss_value, tokens=tokens, seconds=time.perf_counter() - start,
+                       target=target, target_step=target_step)

@@ -12,11 +12,14 @@ sequence length of a sequence task and the image side in pixels of an image task
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import torch
 
 IGNORE_INDEX = -100  # a target the loss and the accuracy skip (prompt tokens, padding)
+
+# What a task is judged by when training stops at its target: answer accuracy, or bits per byte (text)
+Criterion = Literal["accuracy", "bpb"]
 
 
 class SequenceTask(Protocol):
@@ -33,6 +36,9 @@ class SequenceTask(Protocol):
     order_labels: bool = False
     # the accuracy of a model blind to order, when the task knows it (None: measured)
     chance_accuracy: ClassVar[float | None] = None
+    # what training to criterion reads: answer accuracy (train.target_accuracy), or bits per
+    # byte (train.target_bpb) for text
+    criterion: ClassVar[Criterion] = "accuracy"
 
     def check_length(self, seq_len: int, split: str = "train") -> None:
         """Raise ``ConfigError`` when ``split`` cannot give windows of ``seq_len`` tokens."""
@@ -68,6 +74,7 @@ class ImageTask(Protocol):
     resolution: int  # the training resolution in pixels
     order_labels: bool = False
     chance_accuracy: ClassVar[float | None] = None
+    criterion: ClassVar[Criterion] = "accuracy"  # training stops at train.target_accuracy
 
     def model_kwargs(self) -> dict[str, int]:
         """What the model needs to know of the data: classes, image size, channels."""

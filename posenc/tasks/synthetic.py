@@ -10,6 +10,7 @@ windows, whatever was trained before.
 
 from __future__ import annotations
 
+
 import torch
 
 from posenc.core.errors import ConfigError

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import sysconfig
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import SequenceTask
+from posenc.tasks.base import Criterion, SequenceTask
 
 
 def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
@@ -40,6 +40,7 @@ class TextTask(SequenceTask):
     """Next-byte prediction: random training windows, non-overlapping validation windows."""
 
     vocab_size = 256
+    criterion: ClassVar[Criterion] = "bpb"  # judged by bits per byte: training stops at train.target_bpb
 
     def __init__(
         self,

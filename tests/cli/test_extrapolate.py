@@ -63,6 +63,10 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")
     assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[-2:]) == ["16", "24"]
+    [cache] = (tmp_path / "cache").iterdir()  # the trained model's folder records how its training ended
+    summary = json.loads((cache / "summary.json").read_text())
+    assert (summary["criterion"], summary["target"], summary["reached_target"], summary["target_step"]) == (
+        "accuracy", 0.95, False, None) and summary["steps"] == 4
 
 
 @pytest.mark.parametrize("args,message", [

@@ -24,7 +24,9 @@ def test_resolution_end_to_end(tmp_path, request):
     assert out.returncode == 0, out.stderr
     [run_dir] = (tmp_path / "runs").iterdir()
     table = pd.read_csv(run_dir / "table.csv")
-    assert list(table.columns) == ["pe", "method", "finetune_steps", "16px", "32px"]
+    assert list(table.columns) == ["pe", "method", "finetune_steps", "16px", "32px",
+                                   "steps", "criterion", "target", "reached_target", "target_step"]
+    assert (table.steps == 2).all() and not table.reached_target.any()  # 2 steps: short of 0.95
     assert table[["pe", "method", "finetune_steps"]].values.tolist() == [
         ["learned", "bicubic", 0], ["learned", "bicubic", 1], ["nope", "none", 0], ["nope", "none", 1]]
     assert "| learned | bicubic |" in out.stdout.replace("  ", " ").replace("  ", " ")

@@ -42,6 +42,28 @@ def test_train_end_to_end_writes_a_complete_run_dir(cli, tmp_path):
     assert {"model.safetensors", "trainer.pt"} <= {p.name for p in (run / "checkpoint").iterdir()}
 
 
+# One symbol to copy (x SEP x) from four: reaches 0.95 within a few dozen steps, validated every 5.
+REACHABLE = ["experiment=smoke", "--task", "copy", "task.n_symbols=4", "train.seq_len=2", "train.lr=1e-2",
+             "train.steps=200", "train.eval_every=5", "train.checkpoint_every=1000"]
+
+
+@pytest.mark.parametrize("extra,reached", [([], True), (["train.steps=12", "train.lr=1e-6"], False)])
+def test_a_run_records_whether_and_when_it_reached_its_target(cli, tmp_path, extra, reached):
+    code, out, err = cli("train", "--results-dir", tmp_path, "-q", *REACHABLE, *extra)
+    assert code == 0, err
+    (run,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    row = pd.read_csv(run / "table.csv").iloc[0]
+    vals = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "val_accuracy" in r]
+    assert summary["criterion"] == row["criterion"] == "accuracy" and summary["target"] == row["target"] == 0.95
+    assert summary["reached_target"] is reached and bool(row["reached_target"]) is reached
+    if reached:  # stopped at the first validation at or above 0.95, well before the cap
+        assert vals[-1]["val_accuracy"] >= 0.95 > max(r["val_accuracy"] for r in vals[:-1])
+        assert summary["target_step"] == row["target_step"] == summary["steps"] == vals[-1]["step"] < 200
+    else:  # trained to the cap
+        assert summary["target_step"] is None and pd.isna(row["target_step"]) and summary["steps"] == row["steps"] == 12
+
+
 def test_progress_bar_unless_quiet(cli, tmp_path):
     code, _, err = cli("train", "--results-dir", tmp_path, *SMOKE)
     assert code == 0 and "loss" in err and "tok/s" in err
@@ -60,6 +82,8 @@ def test_progress_bar_unless_quiet(cli, tmp_path):
     (["train.seq_len=10000000"], "longer than the train split"),
     (["--pe", "learned", "pe.max_len=8"], "table of 8 positions, shorter than train.seq_len=128"),
     (["--steps", "many"], "Invalid value for '--steps'"),
+    (["train.target_accuracy=1.5"], "train.target_accuracy must be in (0, 1] or null, got 1.5"),
+    (["train.target_bpb=0"], "train.target_bpb must be > 0 (bits per byte) or null, got 0"),
     (["--bogus"], "No such option: --bogus"),
 ])
 def test_mistakes_exit_2_with_one_line_and_touch_nothing(cli, tmp_path, args, message):

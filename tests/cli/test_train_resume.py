@@ -55,7 +55,8 @@ def wait_for_checkpoint(root: Path, proc: subprocess.Popen) -> Path:
 def metrics(run: Path) -> tuple[list[dict], dict]:
     """Every logged record and the result row, without the fields that measure time."""
     records = [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(run).read_records()]
-    row = {k: v for k, v in pd.read_csv(run / "table.csv").iloc[0].items() if k not in TIMING}
+    row = {k: None if pd.isna(v) else v  # empty cells (no target for text) compare equal
+           for k, v in pd.read_csv(run / "table.csv").iloc[0].items() if k not in TIMING}
     row["per_position_loss"] = json.loads((run / "summary.json").read_text())["per_position_loss"]
     return records, row
 

@@ -12,7 +12,8 @@ from posenc.engine.build import build
 from posenc.engine.config import compose
 from posenc.core.errors import Interrupted, TrainingDiverged
 from posenc.engine.results import RunDir
-from posenc.engine.training import TrainConfig, lr_at, train
+from posenc.engine.evaluation import evaluate
+from posenc.engine.training import Target, TrainConfig, lr_at, target_for, train
 
 TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=48",
         "train.seq_len=16", "train.batch_size=4", "train.steps=12", "train.log_every=1",
@@ -229,3 +230,100 @@ def test_declared_names_are_collected_with_their_module_prefix_and_checked():
 
     with pytest.raises(ValueError, match="'pos_embed', which is not one of its parameters \\(w\\)"):
         no_weight_decay_names(torch.nn.Sequential(Wrong()))
+
+
+# Training to criterion.
+
+# One symbol to copy (x SEP x) from four: learned in a few dozen steps, validated every 5.
+REACHABLE = ["experiment=smoke", "task=copy", "task.n_symbols=4", "train.seq_len=2", "train.lr=1e-2",
+             "train.steps=200", "train.eval_every=5", "train.checkpoint_every=5", "train.log_every=1"]
+
+
+def to_criterion(tmp_path, name, overrides=()):
+    setup = build(compose([*REACHABLE, *overrides]))
+    run = RunDir.create(tmp_path, name, setup.config)
+    periodic = setup.task.eval_windows(setup.train.seq_len, setup.eval.periodic_windows)
+    validate = lambda m: evaluate(m, *periodic)  # noqa: E731
+    return setup, run, validate
+
+
+def test_training_stops_at_the_first_validation_that_reaches_the_target_and_checkpoints_it(tmp_path):
+    setup, run, validate = to_criterion(tmp_path, "reach")
+    assert setup.target == Target("accuracy", 0.95)
+    result = train(setup.model, batches_of(setup), setup.train, seed=0, run=run, validate=validate, target=setup.target)
+    vals = [r for r in run.read_records() if "val_accuracy" in r]
+    assert vals[-1]["reached_target"] and vals[-1]["val_accuracy"] >= 0.95
+    assert not any(r["reached_target"] or r["val_accuracy"] >= 0.95 for r in vals[:-1])
+    assert result.reached_target and result.target_step == result.steps == vals[-1]["step"] < 200
+    assert max(r["step"] for r in run.read_records()) == result.steps  # no step after the target
+    state = torch.load(run.checkpoint_dir / "trainer.pt", weights_only=True)
+    assert state["step"] == state["target_step"] == result.steps
+    assert result.target_record() == {"criterion": "accuracy", "target": 0.95, "reached_target": True,
+                                      "target_step": result.steps}
+
+
+def test_a_run_that_cannot_reach_its_target_trains_to_the_cap_and_says_so(tmp_path):
+    setup, run, validate = to_criterion(tmp_path, "cap", ["train.steps=12", "train.lr=1e-6"])
+    result = train(setup.model, batches_of(setup), setup.train, seed=0, run=run, validate=validate, target=setup.target)
+    assert result.steps == 12 and result.reached_target is False and result.target_step is None
+    assert [r["step"] for r in run.read_records() if "val_accuracy" in r] == [5, 10, 12]
+    assert torch.load(run.checkpoint_dir / "trainer.pt", weights_only=True)["target_step"] is None
+
+
+def test_without_a_target_the_record_says_none_and_the_loop_runs_to_the_cap(tmp_path):
+    setup, run, validate = to_criterion(tmp_path, "none", ["train.target_accuracy=null", "train.steps=30"])
+    assert setup.target is None
+    result = train(setup.model, batches_of(setup), setup.train, seed=0, run=run, validate=validate, target=None)
+    assert result.steps == 30 and result.reached_target is None
+    assert result.target_record() == {"criterion": None, "target": None, "reached_target": None, "target_step": None}
+
+
+def test_resume_stops_at_the_same_step_and_a_finished_run_stays_finished(tmp_path, interruptible):
+    setup, reference, validate = to_criterion(tmp_path, "reference")
+    expected = train(setup.model, batches_of(setup), setup.train, seed=0, run=reference, validate=validate,
+                     target=setup.target)
+    assert expected.target_step > 7
+
+    setup, run, validate = to_criterion(tmp_path, "stopped")
+    batches = batches_of(setup)
+
+    def stop_at_7(b, g):  # before the target: resume must train on and stop where the reference did
+        if len([r for r in run.read_records() if "train_loss" in r]) == 6:
+            os.kill(os.getpid(), signal.SIGINT)
+        return batches(b, g)
+    with pytest.raises(Interrupted):
+        train(setup.model, stop_at_7, setup.train, seed=0, run=run, validate=validate, target=setup.target)
+    for _ in range(2):  # the second resume finds the target's checkpoint and trains no further
+        setup, _, validate = to_criterion(tmp_path, "unused")
+        result = train(setup.model, batches_of(setup), setup.train, seed=0, run=RunDir(run.path), resume=True,
+                       validate=validate, target=setup.target)
+        assert (result.steps, result.target_step) == (expected.steps, expected.target_step)
+        assert untimed(RunDir(run.path)) == untimed(reference)
+
+
+def untimed(run):
+    """Every logged record (train and validation) without the fields that measure time."""
+    return [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in run.read_records()]
+
+
+def test_text_is_judged_by_bits_per_byte_at_or_below_its_target():
+    setup = build(compose(["experiment=smoke", "train.target_bpb=2.5"]))
+    assert setup.target == Target("bpb", 2.5)
+    assert setup.target.reached({"accuracy": 0.0, "bits": 2.5}) and not setup.target.reached({"accuracy": 1.0, "bits": 2.6})
+    assert build(compose(["experiment=smoke"])).target is None  # text trains to the cap unless a target is stated
+    assert target_for("accuracy", TrainConfig(target_accuracy=0.9)).reached({"accuracy": 0.9, "bits": 9.0})
+    with pytest.raises(ValueError, match="target needs validate"):
+        train(setup.model, batches_of(setup), setup.train, seed=0, target=setup.target)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("target_accuracy", 1.5, "train.target_accuracy must be in (0, 1] or null, got 1.5"),
+    ("target_accuracy", 0.0, "train.target_accuracy must be in (0, 1] or null, got 0.0"),
+    ("target_bpb", -1.0, "train.target_bpb must be > 0 (bits per byte) or null, got -1.0"),
+])
+def test_a_target_out_of_range_is_a_config_error(field, value, message):
+    from posenc.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        TrainConfig(**{field: value})
+    assert str(info.value) == message

@@ -26,7 +26,15 @@ def test_methods_for_maps_requests_onto_what_a_scheme_can_do():
 def test_tiny_run_writes_the_table(tmp_path):
     cfgs = [compose([*TINY, f"pe={pe}"]) for pe in ("learned", "rope2d_axial")]
     table, run_dir = run(cfgs, results_root=tmp_path)
-    assert list(table.columns) == ["pe", "method", "finetune_steps", "16px", "32px"]
+    assert list(table.columns) == ["pe", "method", "finetune_steps", "16px", "32px",
+                                   "steps", "criterion", "target", "reached_target", "target_step"]
+    # every scheme's rows say how its training ended: 3 steps cannot reach 0.95 on quadrants
+    assert (table.steps == 3).all() and (table.criterion == "accuracy").all() and (table.target == 0.95).all()
+    assert not table.reached_target.any() and table.target_step.isna().all()
+    import json
+    training = json.loads((run_dir.path / "summary.json").read_text())["training"]
+    assert [(t["pe"], t["steps"], t["reached_target"], t["target_step"]) for t in training] == [
+        ("learned", 3, False, None), ("rope2d_axial", 3, False, None)]
     assert table[["pe", "method", "finetune_steps"]].values.tolist() == [
         ["learned", "bicubic", 0], ["learned", "bicubic", 1],
         ["rope2d_axial", "interpolate", 0], ["rope2d_axial", "interpolate", 1],
@@ -38,7 +46,7 @@ def test_tiny_run_writes_the_table(tmp_path):
     assert no_ft[no_ft.pe == "rope2d_axial"]["32px"].nunique() == 1
     for name in ("table.csv", "table.md", "long.csv", "accuracy.png", "similarity.csv", "similarity_learned.png"):
         assert (run_dir.path / name).is_file(), name
-    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 5)
+    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 10)
     assert sorted(p.name for p in (run_dir.path / "checkpoints").iterdir()) == ["learned.safetensors",
                                                                                   "rope2d_axial.safetensors"]
     similarity = pd.read_csv(run_dir.path / "similarity.csv")
