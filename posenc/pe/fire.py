@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.pe.base import PositionScheme, relative_distance
+from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
 
 EPS = 1e-6  # added to the normaliser
@@ -66,17 +66,30 @@ class FirePE(PositionScheme):
         self.register_buffer("init_threshold", torch.tensor(float(init_threshold)), persistent=False)
         self.set_randomized(randomized, randomized_max)
 
+    @property
+    def threshold(self) -> torch.Tensor:
+        """L = |multiplier|·``init_threshold``, a 0-dim tensor with a gradient."""
+        return (self.threshold_multiplier * self.init_threshold).abs()
+
+    def distance_table(self, span: int) -> torch.Tensor:
+        """(n_h, span) bias of the distances |i − j| = 0..span-1 for queries below the threshold:
+        the MLP runs once per distance, not once per (query, key) pair."""
+        return self.mlp(fire_distance_inputs(span, self.c, self.threshold)[:, None]).T
+
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-        threshold = (self.threshold_multiplier * self.init_threshold).abs()
+        threshold = self.threshold
         integer = not (q_positions.is_floating_point() or k_positions.is_floating_point())
         if integer and q_positions.numel() and k_positions.numel() and bool(q_positions.max() < threshold):
-            # below L the bias depends on |i − j| alone: the MLP runs once per distance (s of them
-            # for 0..s-1), not once per (query, key) pair, and the pairs gather its rows
+            # below L the bias depends on |i − j| alone: the pairs gather the rows of a per-distance table
             low = torch.minimum(q_positions.min(), k_positions.min())
             span = int(torch.maximum(q_positions.max(), k_positions.max()) - low) + 1
-            x = fire_distance_inputs(span, self.c, threshold)  # (span,)
-            table = self.mlp(x[:, None]).T  # (n_h, span)
             distance = relative_distance(q_positions, k_positions).abs()  # (…, s_q, s_k)
-            return table[:, distance].movedim(0, -3)  # (…, n_h, s_q, s_k)
+            return self.distance_table(span)[:, distance].movedim(0, -3)  # (…, n_h, s_q, s_k)
         x = fire_inputs(q_positions, k_positions, self.c, threshold)  # (…, s_q, s_k)
         return self.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)
+
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        distance = toeplitz_distances(positions)  # (2s − 1,)
+        if distance is None or not bool(positions.max() < self.threshold):
+            return None  # past L each query row has its own normaliser ψ(i)
+        return self.distance_table(positions.shape[-1])[:, distance.abs()]  # (n_h, 2s − 1)
