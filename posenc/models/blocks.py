@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.pe.base import PositionScheme
+from posenc.pe.base import PositionScheme, toeplitz_distances
 
 # Queries per SDPA call when the bias blocks are views (``toeplitz_bias_attention``): they cost no
 # memory, so a call can take many queries; under a causal mask a block wastes about chunk/2 keys
@@ -109,11 +109,15 @@ def chunked_bias_attention(
     never attended, so they are not scored at all. Peak memory is one (b, n_h, chunk, s) block.
     When the scheme's bias over these positions is a function of i − j (``pe.distance_bias``),
     ``toeplitz_bias_attention`` takes its blocks as views instead, ``view_chunk`` queries or more
-    at a time.
+    at a time; when it is one per query row (``pe.distance_rows``), ``distance_rows_attention``.
     """
     table = pe.distance_bias(positions)  # (n_h, 2s − 1) or None
     if table is not None:
         return toeplitz_bias_attention(q, k, v, table, max(chunk, view_chunk), causal)
+    if positions.dim() == 1 and toeplitz_distances(positions) is not None:
+        out = distance_rows_attention(q, k, v, pe, positions, chunk, causal)
+        if out is not None:
+            return out
     s = q.shape[2]
     out = []
     for start in range(0, s, chunk):
@@ -151,6 +155,37 @@ def toeplitz_bias_attention(
         stop = min(start + chunk, s)
         end = stop if causal else s  # keys j < end are j' >= s − end
         mask = table.as_strided((1, n_h, stop - start, end), (0, head_stride, 1, 1), offset + start + s - end)
+        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end:], v[:, :, s - end:], mask))
+    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+
+
+def distance_rows_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pe: PositionScheme, positions: torch.Tensor,
+    chunk: int, causal: bool = True,
+) -> torch.Tensor | None:
+    """SDPA over ``chunk`` queries at a time with the bias rows of ``pe.distance_rows`` for
+    contiguous (s,) positions; None when the scheme has none.
+
+    A block of c queries from ``start`` against keys j < e needs the distances d = i − j from
+    start − e + 1 to start + c − 1: rows Z (n_h, c, e + c − 1) with column t the distance
+    t + start − e + 1. With the keys reversed (u = e − 1 − j) query r and key u are at distance
+    r + u + start − e + 1, i.e. Z[r, r + u]: a strided view (row stride e + c), no copy.
+    """
+    s = q.shape[2]
+    k, v = k.flip(2), v.flip(2)  # (b, n_h, s, h_d), key j' = s − 1 − j
+    out = []
+    for start in range(0, s, chunk):
+        stop = min(start + chunk, s)
+        c, end = stop - start, stop if causal else s
+        first = start - end + 1  # distance of column 0
+        rows = pe.distance_rows(positions[start:stop], torch.arange(first, stop, device=q.device))
+        if rows is None:
+            return None
+        rows = rows.to(q.dtype).contiguous()  # (n_h, c, e + c − 1)
+        if causal:
+            rows[..., :-first] = float("-inf")  # distances below 0: keys after the query
+        width = rows.shape[-1]
+        mask = rows.as_strided((1, rows.shape[0], c, end), (0, c * width, width + 1, 1), rows.storage_offset())
         out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end:], v[:, :, s - end:], mask))
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 

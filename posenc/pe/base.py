@@ -86,6 +86,13 @@ class PositionScheme(nn.Module):
         vector; None (the default) when it is not, and attention builds ``bias`` per block."""
         return None
 
+    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor) -> torch.Tensor | None:
+        """(n_h, s_q, n) bias of each query at (s_q,) integer positions p against the key at p − d,
+        for each of the (n,) signed distances d, when the scheme can compute that faster than
+        ``bias`` blocks (a bias of i − j per query row, as FIRE's past its threshold); else None
+        (the default). Attention takes its (queries, keys) blocks as strided views of these rows."""
+        return None
+
     def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor | None:
         """(…, n_h, s_k) per-key bias that equals ``bias`` under a causal mask over non-decreasing
         positions (a row constant cancels in the softmax), or None when the scheme has none."""

@@ -42,6 +42,45 @@ def fire_distance_inputs(span: int, c: torch.Tensor, threshold: torch.Tensor, ep
     return fire_psi(distance, c) / (fire_psi(threshold, c) + eps)
 
 
+def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Tensor, mlp: nn.Sequential) -> torch.Tensor:
+    """mlp(ψ(|d_t|) / N_r) of (n,) integer distances and (s_q,) normalisers N > 0 -> (n_h, s_q, n),
+    with no (s_q, n, width) hidden layer.
+
+    A 1 → width → n_h ReLU MLP is piecewise linear in its input x, with a knot x_k = −b1_k/w1_k
+    per hidden unit: w2·relu(w1 x + b1) = γ·relu(x − x_k) with γ = w2·|w1|, plus w2·(w1 x + b1)
+    when w1 < 0. ψ rises with |d|, so unit k is past its knot in every row from one distance on
+    and in some row from a smaller one (searchsorted over the distances, once per unit): where
+    every row is past, the unit adds γ·ψ/N_r − γ·x_k, a slope and an intercept per distance, and
+    the bulk is one broadcast multiply-add. Only the distances where the rows straddle a knot (N
+    changes little across a block of rows, so there are few) get the unit's relu elementwise.
+    """
+    w1, b1, w2, b2 = mlp[0].weight[:, 0], mlp[0].bias, mlp[2].weight, mlp[2].bias  # (K,), (K,), (n_h, K), (n_h,)
+    n_h = w2.shape[0]
+    inv = 1 / normaliser  # (s_q,)
+    unit = w1 != 0
+    knot = torch.where(unit, -b1 / torch.where(unit, w1, 1), 0)  # (K,)
+    gamma = w2 * w1.abs()  # (n_h, K); 0 for a unit with w1 = 0, a constant relu(b1)
+    negative = w1 < 0
+    alpha = b2 + w2 @ torch.where(negative, b1, torch.where(unit, 0, b1.clamp(min=0)))  # (n_h,)
+    beta = w2 @ torch.where(negative, w1, 0)  # (n_h,)
+    a = distance.abs()  # (n,)
+    span = int(a.max()) + 1
+    psi = fire_psi(torch.arange(span, device=distance.device, dtype=normaliser.dtype), c)  # (span,), rising
+    never = torch.where(unit, knot, torch.inf)
+    past = torch.searchsorted(psi * inv.min(), never, right=True)  # (K,) every row past knot k from |d| = past on
+    begin = torch.searchsorted(psi * inv.max(), never, right=True)  # (K,) some row past it from |d| = begin on
+    steps = torch.zeros(2 * n_h, span + 1, dtype=gamma.dtype, device=gamma.device)
+    cumulative = steps.index_add_(1, past, torch.cat((gamma, gamma * knot))).cumsum(1)[:, a]  # (2 n_h, n)
+    slope, intercept = beta[:, None] + cumulative[:n_h], alpha[:, None] - cumulative[n_h:]  # (n_h, n)
+    out = torch.addcmul(intercept[:, None, :], (slope * psi[a])[:, None, :], inv[None, :, None])  # (n_h, s_q, n)
+    for k, (lo, hi) in enumerate(zip(begin.tolist(), past.tolist())):
+        if lo < hi:
+            cols = ((a >= lo) & (a < hi)).nonzero()[:, 0]  # (m,) the rows straddle knot k
+            x = psi[a[cols]] * inv[:, None]  # (s_q, m)
+            out.index_add_(2, cols, gamma[:, k, None, None] * (x - knot[k]).clamp(min=0))
+    return out
+
+
 class FirePE(PositionScheme):
     """Learned MLP bias over the log-transformed, query-normalised distance."""
 
@@ -87,6 +126,12 @@ class FirePE(PositionScheme):
             return self.distance_table(span)[:, distance].movedim(0, -3)  # (…, n_h, s_q, s_k)
         x = fire_inputs(q_positions, k_positions, self.c, threshold)  # (…, s_q, s_k)
         return self.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)
+
+    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor) -> torch.Tensor | None:
+        if q_positions.dim() != 1 or q_positions.is_floating_point():
+            return None
+        normaliser = fire_psi(torch.maximum(q_positions.float(), self.threshold), self.c) + EPS  # (s_q,)
+        return fire_mlp_rows(distances, self.c, normaliser, self.mlp)  # (n_h, s_q, n)
 
     def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
         distance = toeplitz_distances(positions)  # (2s − 1,)

@@ -151,20 +151,32 @@ def test_chunks_equal_the_full_bias_on_the_view_and_the_general_path(name, causa
             assert_close(out, reference, rtol=1e-5, atol=1e-5)
 
 
-def test_fire_past_its_threshold_takes_the_general_path():
+@pytest.mark.parametrize("causal", [True, False])
+def test_fire_past_its_threshold_takes_its_distance_rows(causal):
+    """Past L each query row has its own normaliser ψ(i): no Toeplitz bias, but rows of
+    ``distance_rows`` as views; batched positions fall back to bias blocks. All equal the full bias."""
+    torch.manual_seed(0)
     pe = FirePE(n_heads=3, init_threshold=16.0)
+    with torch.no_grad():
+        for p in pe.mlp.parameters():
+            p.normal_()  # knots spread over [0, 1], so blocks straddle them
     assert pe.distance_bias(torch.arange(16)) is not None
     assert pe.distance_bias(torch.arange(17)) is None  # query 16 is normalised by ψ(16), not ψ(L)
     q, k, v = qkv()
-    positions = torch.arange(45)
-    assert_close(chunked_bias_attention(q, k, v, pe, positions, 7), full_bias_attention(q, k, v, pe, positions, True),
-                 rtol=1e-5, atol=1e-5)
+    rows = pe.distance_rows
+    for positions in (torch.arange(45), torch.arange(45) + 1000, torch.stack((torch.arange(45), torch.arange(45) + 9))):
+        calls = []
+        pe.distance_rows = lambda qp, d: calls.append(len(qp)) or rows(qp, d)
+        reference = full_bias_attention(q, k, v, pe, positions, causal)
+        for chunk in (1, 7, 16, 45, 64):
+            assert_close(chunked_bias_attention(q, k, v, pe, positions, chunk, causal), reference, rtol=1e-5, atol=1e-5)
+        assert bool(calls) == (positions.dim() == 1)  # (b, s) positions: the general path
 
 
-@pytest.mark.parametrize("name", ["relative", "kerple", "fire"])
-def test_toeplitz_gradients_equal_the_full_bias(name):
+@pytest.mark.parametrize("name", ["relative", "kerple", "fire", "fire_rows"])
+def test_view_gradients_equal_the_full_bias(name):
     torch.manual_seed(0)
-    pe = TOEPLITZ_SCHEMES[name](3)
+    pe = FirePE(n_heads=3, init_threshold=16.0) if name == "fire_rows" else TOEPLITZ_SCHEMES[name](3)
     positions = torch.arange(45) + 3
     grads = []
     for attend in (lambda q, k, v: full_bias_attention(q, k, v, pe, positions, True),
