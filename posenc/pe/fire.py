@@ -52,7 +52,7 @@ def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Ten
     and in some row from a smaller one (searchsorted over the distances, once per unit): where
     every row is past, the unit adds γ·ψ/N_r − γ·x_k, a slope and an intercept per distance, and
     the bulk is one broadcast multiply-add. Only the distances where the rows straddle a knot (N
-    changes little across a block of rows, so there are few) get the unit's relu elementwise.
+    changes little across a block of rows, so there are few) take the MLP itself, in one call.
     """
     w1, b1, w2, b2 = mlp[0].weight[:, 0], mlp[0].bias, mlp[2].weight, mlp[2].bias  # (K,), (K,), (n_h, K), (n_h,)
     n_h = w2.shape[0]
@@ -73,11 +73,13 @@ def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Ten
     cumulative = steps.index_add_(1, past, torch.cat((gamma, gamma * knot))).cumsum(1)[:, a]  # (2 n_h, n)
     slope, intercept = beta[:, None] + cumulative[:n_h], alpha[:, None] - cumulative[n_h:]  # (n_h, n)
     out = torch.addcmul(intercept[:, None, :], (slope * psi[a])[:, None, :], inv[None, :, None])  # (n_h, s_q, n)
-    for k, (lo, hi) in enumerate(zip(begin.tolist(), past.tolist())):
-        if lo < hi:
-            cols = ((a >= lo) & (a < hi)).nonzero()[:, 0]  # (m,) the rows straddle knot k
-            x = psi[a[cols]] * inv[:, None]  # (s_q, m)
-            out.index_add_(2, cols, gamma[:, k, None, None] * (x - knot[k]).clamp(min=0))
+    # distances where the rows straddle some knot: begin[k] <= |d| < past[k] for some k
+    edges = torch.zeros(span + 1, dtype=torch.long, device=a.device)
+    edges.index_add_(0, begin, torch.ones_like(begin)).index_add_(0, past, -torch.ones_like(past))
+    cols = (edges.cumsum(0)[a] > 0).nonzero()[:, 0]  # (m,)
+    if len(cols):  # the MLP itself there, in one call
+        x = psi[a[cols]] * inv[:, None]  # (s_q, m)
+        out.index_copy_(2, cols, mlp(x[..., None]).permute(2, 0, 1))  # (n_h, s_q, m)
     return out
 
 
