@@ -7,7 +7,9 @@ call, so one scheme serves every layer and is saved once.
 
 At long lengths a full (n_h, s, s) bias does not fit in memory (4 GiB at 16k tokens and 4 heads),
 so attention can instead take the positions and a chunk size, and build the bias of ``chunk``
-queries at a time (``chunked_bias_attention``). A per-key bias (…, n_h, 1, s) under a causal mask
+queries at a time (``chunked_bias_attention``); when the bias is a function of i − j over
+contiguous positions (or, for FIRE, one per query row) its blocks are strided views of one
+vector (or of per-chunk rows), never a gather. A per-key bias (…, n_h, 1, s) under a causal mask
 (ALiBi's key-only form) needs no mask at all: it is folded into one extra Q/K dimension and the
 fused causal kernel runs (``key_bias_attention``). A full bias that is being trained goes through
 ``bias_attention``, which on the CPU is faster than SDPA's fallback for a mask with a gradient.
