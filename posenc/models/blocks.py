@@ -7,7 +7,9 @@ call, so one scheme serves every layer and is saved once.
 
 At long lengths a full (n_h, s, s) bias does not fit in memory (4 GiB at 16k tokens and 4 heads),
 so attention can instead take the positions and a chunk size, and build the bias of ``chunk``
-queries at a time (``chunked_bias_attention``). A per-key bias (…, n_h, 1, s) under a causal mask
+queries at a time (``chunked_bias_attention``); when the bias is a function of i − j over
+contiguous positions (or, for FIRE, one per query row) its blocks are strided views of one
+vector (or of per-chunk rows), never a gather. A per-key bias (…, n_h, 1, s) under a causal mask
 (ALiBi's key-only form) needs no mask at all: it is folded into one extra Q/K dimension and the
 fused causal kernel runs (``key_bias_attention``). A full bias that is being trained goes through
 ``bias_attention``, which on the CPU is faster than SDPA's fallback for a mask with a gradient.
@@ -22,7 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.pe.base import PositionScheme
+from posenc.pe.base import PositionScheme, toeplitz_distances
+
+# Queries per SDPA call when the bias blocks are views (``toeplitz_bias_attention``): they cost no
+# memory, so a call can take many queries; under a causal mask a block wastes about chunk/2 keys
+# per query, 3% of the work at 16k tokens
+VIEW_CHUNK = 1024
 
 
 def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
@@ -80,7 +87,9 @@ def bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
     memory-efficient kernel has one) SDPA is the faster choice.
     """
     if q.device.type != "cpu" or not (mask.requires_grad and torch.is_grad_enabled()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        # the CPU's flash kernel takes a 4D mask only; a 3D one (n_h, s_q, s_k) sends SDPA to its
+        # math kernel, 5x slower at 2k tokens
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[(None,) * (4 - mask.dim())])
     scores = ((q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)).add_(mask)  # (b, n_h, s_q, s_k)
     return scores.softmax(dim=-1) @ v  # (b, n_h, s_q, h_d)
 
@@ -93,13 +102,24 @@ def chunked_bias_attention(
     positions: torch.Tensor,
     chunk: int,
     causal: bool = True,
+    view_chunk: int = VIEW_CHUNK,
 ) -> torch.Tensor:
     """SDPA over ``chunk`` queries at a time, with ``pe.bias`` built for that chunk only.
 
     q, k, v are (b, n_h, s, h_d) and positions (s,) or (b, s); the result equals one SDPA with
     the full bias and causal mask. Under a causal mask the keys after a chunk's last query are
     never attended, so they are not scored at all. Peak memory is one (b, n_h, chunk, s) block.
+    When the scheme's bias over these positions is a function of i − j (``pe.distance_bias``),
+    ``toeplitz_bias_attention`` takes its blocks as views instead, ``view_chunk`` queries or more
+    at a time; when it is one per query row (``pe.distance_rows``), ``distance_rows_attention``.
     """
+    table = pe.distance_bias(positions)  # (n_h, 2s − 1) or None
+    if table is not None:
+        return toeplitz_bias_attention(q, k, v, table, max(chunk, view_chunk), causal)
+    if positions.dim() == 1 and toeplitz_distances(positions) is not None:
+        out = distance_rows_attention(q, k, v, pe, positions, chunk, causal)
+        if out is not None:
+            return out
     s = q.shape[2]
     out = []
     for start in range(0, s, chunk):
@@ -110,6 +130,65 @@ def chunked_bias_attention(
             future = torch.ones(stop - start, end, dtype=torch.bool, device=q.device).triu(start + 1)  # j > i
             mask = mask.masked_fill(future, float("-inf"))
         out.append(bias_attention(q[:, :, start:stop], k[:, :, :end], v[:, :, :end], mask))
+    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+
+
+def toeplitz_bias_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, table: torch.Tensor, chunk: int, causal: bool = True
+) -> torch.Tensor:
+    """SDPA with the bias b_h(i − j) read from ``table`` (n_h, 2s − 1), entry m the distance
+    m − (s − 1), over ``chunk`` queries at a time; equal to one SDPA with the full bias.
+
+    With the keys in reverse order (j' = s − 1 − j) the bias of query i and key j' is
+    table[i + j'], rising by one entry along both axes: every (chunk, keys) block is then an
+    overlapping strided view of the one vector, no (s, s) bias and no gather ever exist, and
+    the flash kernel reads the view in place. Attention sums over keys, so their order does not
+    change the result. A causal mask is −inf at the distances below 0, written into the table.
+    """
+    s = q.shape[2]
+    table = table.to(q.dtype)
+    if causal:
+        table = table.masked_fill(torch.arange(2 * s - 1, device=q.device) < s - 1, float("-inf"))  # j > i
+    table = table.contiguous()  # (n_h, 2s − 1)
+    k, v = k.flip(2), v.flip(2)  # (b, n_h, s, h_d), key j' = s − 1 − j
+    n_h, head_stride, offset = table.shape[0], table.stride(0), table.storage_offset()
+    out = []
+    for start in range(0, s, chunk):
+        stop = min(start + chunk, s)
+        end = stop if causal else s  # keys j < end are j' >= s − end
+        mask = table.as_strided((1, n_h, stop - start, end), (0, head_stride, 1, 1), offset + start + s - end)
+        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end:], v[:, :, s - end:], mask))
+    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+
+
+def distance_rows_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pe: PositionScheme, positions: torch.Tensor,
+    chunk: int, causal: bool = True,
+) -> torch.Tensor | None:
+    """SDPA over ``chunk`` queries at a time with the bias rows of ``pe.distance_rows`` for
+    contiguous (s,) positions; None when the scheme has none.
+
+    A block of c queries from ``start`` against keys j < e needs the distances d = i − j from
+    start − e + 1 to start + c − 1: rows Z (n_h, c, e + c − 1) with column t the distance
+    t + start − e + 1. With the keys reversed (u = e − 1 − j) query r and key u are at distance
+    r + u + start − e + 1, i.e. Z[r, r + u]: a strided view (row stride e + c), no copy.
+    """
+    s = q.shape[2]
+    k, v = k.flip(2), v.flip(2)  # (b, n_h, s, h_d), key j' = s − 1 − j
+    out = []
+    for start in range(0, s, chunk):
+        stop = min(start + chunk, s)
+        c, end = stop - start, stop if causal else s
+        first = start - end + 1  # distance of column 0
+        rows = pe.distance_rows(positions[start:stop], torch.arange(first, stop, device=q.device))
+        if rows is None:
+            return None
+        rows = rows.to(q.dtype).contiguous()  # (n_h, c, e + c − 1)
+        if causal:
+            rows[..., :-first] = float("-inf")  # distances below 0: keys after the query
+        width = rows.shape[-1]
+        mask = rows.as_strided((1, rows.shape[0], c, end), (0, c * width, width + 1, 1), rows.storage_offset())
+        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end:], v[:, :, s - end:], mask))
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from posenc.pe.base import PositionScheme, relative_distance
+from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -50,6 +50,10 @@ class AlibiPE(PositionScheme):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         distance = relative_distance(q_positions, k_positions).abs().float()  # (…, s_q, s_k)
         return -self.slopes[:, None, None] * distance[..., None, :, :]  # (…, n_h, s_q, s_k)
+
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        distance = toeplitz_distances(positions)  # (2s − 1,)
+        return None if distance is None else -self.slopes[:, None] * distance.abs().float()  # (n_h, 2s − 1)
 
     def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor:
         p = k_positions.float()

@@ -86,6 +86,20 @@ class PositionScheme(nn.Module):
         """(…, n_h, s_q, s_k) additive bias on the attention scores."""
         raise NotImplementedError(f"{type(self).__name__} adds no attention bias")
 
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """(n_h, 2s − 1) bias of each signed distance i − j = −(s − 1)..s − 1 (entry m is distance
+        m − (s − 1)) when, over these (…, s) positions, ``bias(positions, positions)`` is that
+        function of i − j alone, so attention can take its (s, s) blocks as strided views of one
+        vector; None (the default) when it is not, and attention builds ``bias`` per block."""
+        return None
+
+    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor) -> torch.Tensor | None:
+        """(n_h, s_q, n) bias of each query at (s_q,) integer positions p against the key at p − d,
+        for each of the (n,) signed distances d, when the scheme can compute that faster than
+        ``bias`` blocks (a bias of i − j per query row, as FIRE's past its threshold); else None
+        (the default). Attention takes its (queries, keys) blocks as strided views of these rows."""
+        return None
+
     def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor | None:
         """(…, n_h, s_k) per-key bias that equals ``bias`` under a causal mask over non-decreasing
         positions (a row constant cancels in the softmax), or None when the scheme has none."""
@@ -124,6 +138,17 @@ def randomized_positions(
     if not 1 <= seq_len <= max_len:
         raise ConfigError(f"pe.randomized_max={max_len} must be >= the sequence length {seq_len}")
     return torch.randperm(max_len, generator=generator)[:seq_len].sort().values.to(device)
+
+
+def toeplitz_distances(positions: torch.Tensor) -> torch.Tensor | None:
+    """The (2s − 1,) signed distances −(s − 1)..s − 1 of (…, s) positions that step by exactly 1
+    (integers p0, p0 + 1, …; p0 may differ per batch row), where i − j of positions is the same as
+    of indices; None for any other positions (float, randomized, shuffled): their distances are
+    no Toeplitz matrix."""
+    s = positions.shape[-1]
+    if s == 0 or positions.is_floating_point() or not bool((positions.diff(dim=-1) == 1).all()):
+        return None
+    return torch.arange(1 - s, s, device=positions.device)
 
 
 def relative_distance(q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:

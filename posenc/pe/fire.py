@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.pe.base import PositionScheme, relative_distance
+from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
 
 EPS = 1e-6  # added to the normaliser
@@ -40,6 +40,47 @@ def fire_distance_inputs(span: int, c: torch.Tensor, threshold: torch.Tensor, ep
     below the threshold L, where the normaliser is ψ(L) for every query."""
     distance = torch.arange(span, device=threshold.device, dtype=threshold.dtype)
     return fire_psi(distance, c) / (fire_psi(threshold, c) + eps)
+
+
+def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Tensor, mlp: nn.Sequential) -> torch.Tensor:
+    """mlp(ψ(|d_t|) / N_r) of (n,) integer distances and (s_q,) normalisers N > 0 -> (n_h, s_q, n),
+    with no (s_q, n, width) hidden layer.
+
+    A 1 → width → n_h ReLU MLP is piecewise linear in its input x, with a knot x_k = −b1_k/w1_k
+    per hidden unit: w2·relu(w1 x + b1) = γ·relu(x − x_k) with γ = w2·|w1|, plus w2·(w1 x + b1)
+    when w1 < 0. ψ rises with |d|, so unit k is past its knot in every row from one distance on
+    and in some row from a smaller one (searchsorted over the distances, once per unit): where
+    every row is past, the unit adds γ·ψ/N_r − γ·x_k, a slope and an intercept per distance, and
+    the bulk is one broadcast multiply-add. Only the distances where the rows straddle a knot (N
+    changes little across a block of rows, so there are few) take the MLP itself, in one call.
+    """
+    w1, b1, w2, b2 = mlp[0].weight[:, 0], mlp[0].bias, mlp[2].weight, mlp[2].bias  # (K,), (K,), (n_h, K), (n_h,)
+    n_h = w2.shape[0]
+    inv = 1 / normaliser  # (s_q,)
+    unit = w1 != 0
+    knot = torch.where(unit, -b1 / torch.where(unit, w1, 1), 0)  # (K,)
+    gamma = w2 * w1.abs()  # (n_h, K); 0 for a unit with w1 = 0, a constant relu(b1)
+    negative = w1 < 0
+    alpha = b2 + w2 @ torch.where(negative, b1, torch.where(unit, 0, b1.clamp(min=0)))  # (n_h,)
+    beta = w2 @ torch.where(negative, w1, 0)  # (n_h,)
+    a = distance.abs()  # (n,)
+    span = int(a.max()) + 1
+    psi = fire_psi(torch.arange(span, device=distance.device, dtype=normaliser.dtype), c)  # (span,), rising
+    never = torch.where(unit, knot, torch.inf)
+    past = torch.searchsorted(psi * inv.min(), never, right=True)  # (K,) every row past knot k from |d| = past on
+    begin = torch.searchsorted(psi * inv.max(), never, right=True)  # (K,) some row past it from |d| = begin on
+    steps = torch.zeros(2 * n_h, span + 1, dtype=gamma.dtype, device=gamma.device)
+    cumulative = steps.index_add_(1, past, torch.cat((gamma, gamma * knot))).cumsum(1)[:, a]  # (2 n_h, n)
+    slope, intercept = beta[:, None] + cumulative[:n_h], alpha[:, None] - cumulative[n_h:]  # (n_h, n)
+    out = torch.addcmul(intercept[:, None, :], (slope * psi[a])[:, None, :], inv[None, :, None])  # (n_h, s_q, n)
+    # distances where the rows straddle some knot: begin[k] <= |d| < past[k] for some k
+    edges = torch.zeros(span + 1, dtype=torch.long, device=a.device)
+    edges.index_add_(0, begin, torch.ones_like(begin)).index_add_(0, past, -torch.ones_like(past))
+    cols = (edges.cumsum(0)[a] > 0).nonzero()[:, 0]  # (m,)
+    if len(cols):  # the MLP itself there, in one call
+        x = psi[a[cols]] * inv[:, None]  # (s_q, m)
+        out.index_copy_(2, cols, mlp(x[..., None]).permute(2, 0, 1))  # (n_h, s_q, m)
+    return out
 
 
 class FirePE(PositionScheme):
@@ -68,17 +109,36 @@ class FirePE(PositionScheme):
         self.register_buffer("init_threshold", torch.tensor(float(init_threshold)), persistent=False)
         self.set_randomized(randomized, randomized_max)
 
+    @property
+    def threshold(self) -> torch.Tensor:
+        """L = |multiplier|·``init_threshold``, a 0-dim tensor with a gradient."""
+        return (self.threshold_multiplier * self.init_threshold).abs()
+
+    def distance_table(self, span: int) -> torch.Tensor:
+        """(n_h, span) bias of the distances |i − j| = 0..span-1 for queries below the threshold:
+        the MLP runs once per distance, not once per (query, key) pair."""
+        return self.mlp(fire_distance_inputs(span, self.c, self.threshold)[:, None]).T
+
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
-        threshold = (self.threshold_multiplier * self.init_threshold).abs()
+        threshold = self.threshold
         integer = not (q_positions.is_floating_point() or k_positions.is_floating_point())
         if integer and q_positions.numel() and k_positions.numel() and bool(q_positions.max() < threshold):
-            # below L the bias depends on |i − j| alone: the MLP runs once per distance (s of them
-            # for 0..s-1), not once per (query, key) pair, and the pairs gather its rows
+            # below L the bias depends on |i − j| alone: the pairs gather the rows of a per-distance table
             low = torch.minimum(q_positions.min(), k_positions.min())
             span = int(torch.maximum(q_positions.max(), k_positions.max()) - low) + 1
-            x = fire_distance_inputs(span, self.c, threshold)  # (span,)
-            table = self.mlp(x[:, None]).T  # (n_h, span)
             distance = relative_distance(q_positions, k_positions).abs()  # (…, s_q, s_k)
-            return table[:, distance].movedim(0, -3)  # (…, n_h, s_q, s_k)
+            return self.distance_table(span)[:, distance].movedim(0, -3)  # (…, n_h, s_q, s_k)
         x = fire_inputs(q_positions, k_positions, self.c, threshold)  # (…, s_q, s_k)
         return self.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)
+
+    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor) -> torch.Tensor | None:
+        if q_positions.dim() != 1 or q_positions.is_floating_point():
+            return None
+        normaliser = fire_psi(torch.maximum(q_positions.float(), self.threshold), self.c) + EPS  # (s_q,)
+        return fire_mlp_rows(distances, self.c, normaliser, self.mlp)  # (n_h, s_q, n)
+
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        distance = toeplitz_distances(positions)  # (2s − 1,)
+        if distance is None or not bool(positions.max() < self.threshold):
+            return None  # past L each query row has its own normaliser ψ(i)
+        return self.distance_table(positions.shape[-1])[:, distance.abs()]  # (n_h, 2s − 1)

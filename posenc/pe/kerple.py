@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.pe.base import PositionScheme, relative_distance
+from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
 
 def kerple_log_bias(distance: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor) -> torch.Tensor:
@@ -51,3 +51,7 @@ class KerpleLogPE(PositionScheme):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         distance = relative_distance(q_positions, k_positions)  # (…, s_q, s_k)
         return kerple_log_bias(distance, self.r1, self.r2)
+
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        distance = toeplitz_distances(positions)  # (2s − 1,)
+        return None if distance is None else kerple_log_bias(distance[None], self.r1, self.r2)[:, 0]  # (n_h, 2s − 1)

@@ -13,13 +13,17 @@ import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.pe.base import PositionScheme, relative_distance
+from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
 
 def clipped_distance(q_positions: torch.Tensor, k_positions: torch.Tensor, max_distance: int) -> torch.Tensor:
     """(…, s_q, s_k) integer distances clip(i − j, −K, K) shifted to table rows 0..2K."""
-    distance = relative_distance(q_positions, k_positions).round().long()
-    return distance.clamp(-max_distance, max_distance) + max_distance
+    return clipped_rows(relative_distance(q_positions, k_positions), max_distance)
+
+
+def clipped_rows(distance: torch.Tensor, max_distance: int) -> torch.Tensor:
+    """Distances i − j of any shape -> table rows clip(i − j, −K, K) + K, 0..2K."""
+    return distance.round().long().clamp(-max_distance, max_distance) + max_distance
 
 
 class RelativeBiasPE(PositionScheme):
@@ -47,3 +51,7 @@ class RelativeBiasPE(PositionScheme):
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         rows = clipped_distance(q_positions, k_positions, self.max_distance)  # (…, s_q, s_k)
         return self.table[rows].movedim(-1, -3)  # (…, n_h, s_q, s_k)
+
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        distance = toeplitz_distances(positions)  # (2s − 1,)
+        return None if distance is None else self.table[clipped_rows(distance, self.max_distance)].T  # (n_h, 2s − 1)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.pe.base import PositionScheme, relative_distance
+from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
 
 def t5_bucket(
@@ -79,3 +79,10 @@ class T5BiasPE(PositionScheme):
         key_minus_query = -relative_distance(q_positions, k_positions).round()  # (…, s_q, s_k)
         buckets = t5_bucket(key_minus_query, self.bidirectional, self.num_buckets, self.max_distance)
         return self.table[buckets].movedim(-1, -3)  # (…, n_h, s_q, s_k)
+
+    def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
+        distance = toeplitz_distances(positions)  # (2s − 1,) i − j
+        if distance is None:
+            return None
+        buckets = t5_bucket(-distance, self.bidirectional, self.num_buckets, self.max_distance)
+        return self.table[buckets].T  # (n_h, 2s − 1)

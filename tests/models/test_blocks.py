@@ -22,8 +22,16 @@ def test_bias_attention_matches_sdpa_with_a_trained_mask_values_and_gradients():
             assert_close(ours, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_bias_attention_without_gradient_is_sdpa():
+def test_bias_attention_without_gradient_is_sdpa_on_its_flash_kernel():
+    """A (n_h, s, s) mask goes to SDPA as (1, n_h, s, s): the CPU flash kernel refuses a 3D mask
+    and SDPA fell back to its math kernel, 5x slower at 2k tokens (the old behaviour fails here:
+    with only the flash kernel allowed, SDPA finds no kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))
     mask = torch.randn(2, 5, 5)
-    assert torch.equal(bias_attention(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        out = bias_attention(q, k, v, mask)
+        assert torch.equal(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None]))
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=1e-6, atol=1e-6)

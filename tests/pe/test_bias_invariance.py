@@ -36,3 +36,19 @@ def test_bias_depends_only_on_offset(name):
     assert_close(batched[1], bias)
     # and it does depend on the offset (a test that cannot fail is no test)
     assert not torch.allclose(bias[:, 10, 10], bias[:, 10, 0])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_distance_bias_holds_the_bias_of_each_distance(name):
+    """``distance_bias`` entry i − j + s − 1 is bias[…, i, j] exactly, for shifted and batched positions."""
+    torch.manual_seed(0)
+    pe = SCHEMES[name]()
+    s = 20
+    i = torch.arange(s)
+    for positions in (i, i + 1000, torch.stack((i, i + 7))):
+        table = pe.distance_bias(positions)
+        assert table.shape == (3, 2 * s - 1)
+        bias = pe.bias(positions, positions)
+        assert_close(table[:, i[:, None] - i[None, :] + s - 1].expand_as(bias), bias, rtol=1e-6, atol=1e-7)
+    for positions in (torch.tensor([0, 1, 2, 4]), torch.arange(4).float(), torch.tensor([3, 2, 1, 0])):
+        assert pe.distance_bias(positions) is None  # not a step of 1: no Toeplitz bias

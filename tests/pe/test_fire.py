@@ -64,3 +64,21 @@ def test_past_the_threshold_the_bias_depends_on_the_query_position():
 def test_bad_settings(key):
     with pytest.raises(ConfigError, match=f"pe.{key} must be > 0"):
         FirePE(n_heads=2, **{key: 0})
+
+
+def test_distance_rows_equal_the_mlp_of_each_query_and_distance():
+    """The piecewise-linear evaluation (fire_mlp_rows) against the MLP itself, past the threshold,
+    at signed distances both sides, with knots spread over the inputs and a unit with w1 = 0."""
+    torch.manual_seed(0)
+    pe = FirePE(n_heads=3, mlp_width=16, init_threshold=16.0)
+    with torch.no_grad():
+        for p in pe.mlp.parameters():
+            p.normal_()
+        pe.mlp[0].weight[3] = 0.0
+    q = torch.arange(10, 74)  # below and past L = 16
+    d = torch.arange(-40, 300)
+    rows = pe.distance_rows(q, d)  # (n_h, s_q, n)
+    reference = torch.stack([pe.bias(q[r:r + 1], q[r:r + 1] - d)[:, 0] for r in range(len(q))], 1)
+    assert rows.shape == reference.shape == (3, 64, 340)
+    assert_close(rows, reference, rtol=1e-5, atol=1e-5)
+    assert pe.distance_rows(q.float(), d) is None and pe.distance_rows(torch.stack((q, q)), d) is None
