@@ -152,7 +152,9 @@ def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.floa
     """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
     rotary frequencies and cos/sin stay float32 (``RoPE._apply``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
 
+    logging.disable_progress_bar()  # posenc's own bar reports progress; the library never prints
     tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
     hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
     lm = from_hf_llama(hf.eval())
