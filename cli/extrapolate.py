@@ -9,7 +9,7 @@ import typer
 from posenc.core.errors import UserError
 
 from posenc.cli.common import Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
-from posenc.cli.real import Data, Device, Dtype, Factor, Tail, Windows, is_real_model, run_real
+from posenc.cli.real import Data, Device, Dtype, Factor, Passkey, Tail, Windows, is_real_model, run_real
 
 
 def _names(value: str | None, option: str) -> list[str]:
@@ -69,6 +69,7 @@ def extrapolate(
     dtype: Dtype = "float32",
     device: Device = "auto",
     factor: Factor = None,
+    passkey: Passkey = None,
     overrides: Overrides = None,
 ) -> None:
     """Train at train.seq_len (or reuse the cached model), evaluate at longer lengths per scale.
@@ -81,7 +82,7 @@ def extrapolate(
                 raise UserError("--finetune-steps, --task and overrides apply to posenc's own models, not to --model "
                                 f"'{model}'")
             return run_real(model, _names(scale, "--scale"), _lengths(lengths), windows, tail, data, dtype, device,
-                            factor, results_dir, quiet)
+                            factor, passkey, results_dir, quiet)
     with user_errors():
         from posenc.experiments.extrapolation import plan, run
         from posenc.engine.results import results_root

@@ -14,6 +14,7 @@ Tail = Annotated[int, typer.Option(help="Real models: tail_ppl scores the last K
 Data = Annotated[str | None, typer.Option(help="Real models: a UTF-8 text file or a folder of them (default: built-in corpus).")]
 Dtype = Annotated[str, typer.Option(help="Real models: float32, bfloat16 or float16 weights (RoPE stays float32).")]
 Device = Annotated[str, typer.Option(help="Real models: auto, cpu, cuda, cuda:N or mps (as train.device).")]
+Passkey = Annotated[str | None, typer.Option(help="Real models: also passkey retrieval at these depths, percent comma list (e.g. 0,25,50,75,100); --windows trials.")]
 Factor = Annotated[float | None, typer.Option(help="Real models: scaling factor (default: longest length / original context).")]
 
 
@@ -56,13 +57,16 @@ class ForwardBar:
 
 
 def run_real(model: str, scales: list[str], lengths: list[int] | None, windows: int, tail: int, data: str | None,
-             dtype: str, device: str, factor: float | None, results_dir: Path | None, quiet: bool) -> None:
+             dtype: str, device: str, factor: float | None, passkey: str | None, results_dir: Path | None,
+             quiet: bool) -> None:
     from posenc.cli.extrapolate import print_table
     from posenc.engine.results import results_root
+    from posenc.core.text import split_list
     from posenc.experiments.real import RealSettings, prepare, run
 
     settings = RealSettings(model=model, scales=scales, lengths=lengths or [2048, 4096], windows=windows, tail=tail,
-                            data=data, dtype=dtype, device=device, factor=factor)
+                            data=data, dtype=dtype, device=device, factor=factor,
+                            passkey_depths=None if passkey is None else split_list(passkey, "--passkey", float))
     root = results_root(results_dir)
     prepared = prepare(settings)
     bar = ForwardBar(quiet)
@@ -72,4 +76,11 @@ def run_real(model: str, scales: list[str], lengths: list[int] | None, windows: 
         bar.close()
     print_table(f"extrapolation: {prepared.source.name}, original context {prepared.original_length}"
                 f" tokens, {windows} window(s)", table)
+    if passkey is not None:
+        import pandas as pd
+
+        accuracy = pd.read_csv(run_dir.path / "passkey.csv")
+        print_table("passkey accuracy (length x depth)",
+                    accuracy.pivot_table(index=["scale", "depth"], columns="length", values="accuracy",
+                                         sort=False).reset_index().rename(columns=str))
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

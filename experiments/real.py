@@ -63,6 +63,7 @@ class RealSettings:
     device: str = "auto"
     data: str | None = None
     chunk: int = 1024
+    passkey_depths: list[int] | None = None
 
     def __post_init__(self) -> None:
         self.scales = ["none", *dict.fromkeys(s for s in self.scales if s != "none")]
@@ -73,6 +74,8 @@ class RealSettings:
                 raise UserError(f"{name} must be >= {low}, got {value}")
         if not self.lengths or self.lengths[0] < 2:
             raise UserError(f"--lengths must be >= 2 tokens each, got {self.lengths}")
+        if self.passkey_depths is not None and any(not 0 <= d <= 100 for d in self.passkey_depths):
+            raise UserError(f"--passkey depths are percentages in 0..100, got {self.passkey_depths}")
         if self.factor is not None and not self.factor >= 1:
             raise UserError(f"--factor must be >= 1, got {self.factor}")
         pretrained.check_dtype(self.dtype)
@@ -144,6 +147,38 @@ def tokenize(tokenizer: Any, texts: Sequence[str]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
+PASSKEY_INTRO = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+                 "I will quiz you about the important information there. ")
+PASSKEY_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+PASSKEY_QUESTION = "What is the pass key? The pass key is"
+
+
+def passkey_key(trial: int) -> int:
+    """The five-digit key of trial ``trial`` (fixed, so every scale and length sees the same)."""
+    import random
+
+    return random.Random(1000 + trial).randint(10000, 99999)
+
+
+def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> tuple[torch.Tensor, int]:
+    """(length,) ids of the PI/LongRoPE passkey prompt, its answer last, and the answer's token
+    count: intro, filler sentences with "The pass key is NNNNN. Remember it. NNNNN is the pass
+    key." after ``depth`` percent of the filler (at a sentence boundary), the question, the key."""
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    intro, needle = ids(PASSKEY_INTRO), ids(f"The pass key is {key}. Remember it. {key} is the pass key. ")
+    question, answer, unit = ids(PASSKEY_QUESTION), ids(f" {key}"), ids(PASSKEY_FILLER)
+    budget = length - len(intro) - len(needle) - len(question) - len(answer)
+    if budget < 0:
+        raise UserError(f"--lengths {length} is too short for the passkey prompt "
+                        f"({length - budget} tokens without filler)")
+    filler = (unit * (budget // len(unit) + 1))[:budget]
+    cut = min(budget, round(depth / 100 * budget / len(unit)) * len(unit))
+    out = intro + filler[:cut] + needle + filler[cut:] + question + answer
+    return torch.tensor(out, dtype=torch.long), len(answer)
+
+
 @dataclass(frozen=True)
 class Forward:
     """One forward pass: a scale at ``length`` on window ``window``, read at ``serves`` lengths."""
@@ -190,19 +225,32 @@ class Model:
         self.shipped = (self.lm.pe.inv_freq.clone(), self.lm.pe.attention_scaling)
         self.hooks = dict(self.lm._forward_pre_hooks)  # a shipped dynamic rescaling follows the length
 
-    @torch.no_grad()
-    def losses(self, scale: NoScale, ids: torch.Tensor, chunk: int) -> torch.Tensor:
-        """(s,) ids -> (s − 1,) float32 next-token losses under ``scale``."""
+    def install(self, scale: NoScale, length: int) -> torch.device:
+        """Put ``scale`` in place for a forward over ``length`` tokens; the model's device."""
         lm = self.lm
         lm.pe.set_frequencies(*self.shipped)
         lm._forward_pre_hooks.clear()
         if type(scale) is NoScale:
             lm._forward_pre_hooks.update(self.hooks)
         else:
-            scale.apply(lm.pe, ids.numel())
-        device = lm.embed.weight.device
+            scale.apply(lm.pe, length)
+        return lm.embed.weight.device
+
+    @torch.no_grad()
+    def losses(self, scale: NoScale, ids: torch.Tensor, chunk: int) -> torch.Tensor:
+        """(s,) ids -> (s − 1,) float32 next-token losses under ``scale``."""
+        device = self.install(scale, ids.numel())
         x = ids[None, :-1].to(device)
-        return lm(x, targets=ids[None, 1:].to(device), chunk=chunk)[0].cpu()
+        return self.lm(x, targets=ids[None, 1:].to(device), chunk=chunk)[0].cpu()
+
+    @torch.no_grad()
+    def greedy_reads(self, scale: NoScale, ids: torch.Tensor, answer: int) -> bool:
+        """Whether greedy decoding after ``ids[:-answer]`` writes ``ids[-answer:]``: the argmax at
+        each answer position, given the answer's own prefix, is the next answer token (one
+        forward instead of one per decoded token; the same verdict)."""
+        device = self.install(scale, ids.numel())
+        logits = self.lm(ids[None, :-1].to(device), last=answer)[0]  # (answer, V)
+        return bool((logits.argmax(-1).cpu() == ids[-answer:]).all())
 
 
 def _gib(n: float) -> str:
@@ -246,6 +294,8 @@ def prepare(settings: RealSettings) -> Prepared:
     if settings.windows * longest > tokens.numel():
         raise UserError(f"{settings.windows} window(s) of {longest} tokens need {settings.windows * longest} tokens; "
                         f"the text has {tokens.numel()}; give fewer --windows, shorter --lengths or more --data")
+    if settings.passkey_depths:
+        passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
     return Prepared(settings, source, config, original, scales, device, factor, tokenizer, tokens)
 
 
@@ -287,6 +337,7 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
     todo = [f for f in forwards if f.key not in done]
     notify = progress or (lambda event: None)
     notify({"event": "start", "forwards": len(todo), "tokens": sum(f.length for f in todo), "skipped": len(done)})
+    model = None
     if todo:
         model = Model(pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
         edges = bucket_edges(max(settings.lengths), settings.buckets)
@@ -302,7 +353,29 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
             done[f.key] = record
             atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
             notify({"event": "done", "tokens": f.length, "seconds": seconds})
-    table, positions = tables(done.values(), settings.lengths, settings.windows)
+    passkeys = [(scale, n, d, t) for scale in p.scales for n in settings.lengths
+                for d in settings.passkey_depths or [] for t in range(settings.windows)]
+    todo_keys = [c for c in passkeys if passkey_cell(*c) not in done]
+    if todo_keys:
+        model = model or Model(pretrained.load_pretrained(
+            p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
+        notify({"event": "start", "forwards": len(todo_keys), "tokens": sum(c[1] for c in todo_keys), "skipped": 0})
+        for scale, n, depth, trial in todo_keys:
+            notify({"event": "forward", "label": f"passkey {scale} @ {n}, depth {depth}%", "tokens": n})
+            start = time.perf_counter()
+            ids, answer = passkey_prompt(p.tokenizer, n, depth, passkey_key(trial))
+            correct = model.greedy_reads(p.scales[scale], ids, answer)
+            seconds = time.perf_counter() - start
+            done[passkey_cell(scale, n, depth, trial)] = {"key": passkey_cell(scale, n, depth, trial), "scale": scale,
+                                                          "length": n, "depth": depth, "trial": trial,
+                                                          "correct": correct, "seconds": seconds}
+            atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
+            notify({"event": "done", "tokens": n, "seconds": seconds})
+    if settings.passkey_depths:
+        accuracy = passkey_table([r for r in done.values() if "correct" in r])
+        write_table(accuracy, run_dir.path, "passkey")
+        plot_passkey(accuracy, run_dir.path / "passkey.png")
+    table, positions = tables([r for r in done.values() if "cells" in r], settings.lengths, settings.windows)
     write_table(table, run_dir.path)
     write_table(positions, run_dir.path, "per_position")
     plot(positions, p.original_length, run_dir.path / "per_position.png")
@@ -311,6 +384,37 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
                            seconds_by_scale={s: sum(r["seconds"] for r in done.values() if r["scale"] == s)
                                              for s in p.scales})
     return table, run_dir
+
+
+def passkey_cell(scale: str, length: int, depth: float, trial: int) -> str:
+    return f"passkey/{scale}/{length}/{depth}/{trial}"
+
+
+def passkey_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Accuracy by scale, length and depth (the mean over trials)."""
+    df = pd.DataFrame(records)
+    out = df.groupby(["scale", "length", "depth"], sort=False).correct.mean().rename("accuracy").reset_index()
+    return out
+
+
+def plot_passkey(accuracy: pd.DataFrame, path: Path) -> Path:
+    """One length × depth heatmap of passkey accuracy per scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scales = list(dict.fromkeys(accuracy.scale))
+    fig, axes = plt.subplots(1, len(scales), figsize=(1.5 + 3 * len(scales), 3.4), squeeze=False)
+    for ax, scale in zip(axes[0], scales):
+        grid = accuracy[accuracy.scale == scale].pivot(index="depth", columns="length", values="accuracy")
+        ax.imshow(grid.values, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto", origin="lower")
+        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns], rotation=45)
+        ax.set_yticks(range(grid.shape[0]), [f"{d:g}%" for d in grid.index])
+        ax.set_title(scale)
+        ax.set_xlabel("length (tokens)")
+    axes[0][0].set_ylabel("key depth")
+    return save_figure(fig, path, tight=True)
 
 
 def tables(records: Any, lengths: Sequence[int], windows: int) -> tuple[pd.DataFrame, pd.DataFrame]:

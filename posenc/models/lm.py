@@ -116,7 +116,7 @@ class CausalLM(nn.Module):
         return (self.pe.bias(positions, positions) if chunk == s else None), chunk  # (…, n_h, s, s)
 
     def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None,
-                targets: torch.Tensor | None = None, chunk: int = 1024) -> torch.Tensor:
+                targets: torch.Tensor | None = None, chunk: int = 1024, last: int | None = None) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
 
         Without explicit positions a model in training mode whose scheme has ``randomized`` set
@@ -124,6 +124,7 @@ class CausalLM(nn.Module):
         With (b, s) ``targets``: their (b, s) float32 cross-entropy instead (0 where a target is
         ``IGNORE_INDEX``), the head run ``chunk`` positions at a time so that full-vocabulary
         logits never exist for the whole window (a 16k window of a 49k vocabulary: 3 GiB).
+        ``last``: the logits of the last ``last`` positions only, (b, last, V).
         """
         b, s = idx.shape
         pe = self.pe
@@ -141,6 +142,8 @@ class CausalLM(nn.Module):
         x = self.norm(x)
         if targets is not None:
             return chunked_cross_entropy(x, self.output_weight, targets, chunk)
+        if last is not None:
+            x = x[:, -last:]
         return x @ self.output_weight.T  # (b, s, V)
 
     @property

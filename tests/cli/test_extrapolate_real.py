@@ -18,6 +18,17 @@ def test_end_to_end_on_a_folder(cli, real_models, tmp_path):
     assert "ETA" in err  # the progress bar
 
 
+def test_passkey_table_and_heatmap(cli, real_models, tmp_path):
+    code, out, err = cli("extrapolate", "--model", real_models["gguf"], "--scale", "pi", "--lengths", "200,260",
+                         "--passkey", "0,50,100", "--windows", "2", "--device", "cpu", "-q", "--results-dir", tmp_path)
+    assert code == 0, err
+    [run] = list((tmp_path / "runs").iterdir())
+    accuracy = pd.read_csv(run / "passkey.csv")
+    assert len(accuracy) == 2 * 2 * 3 and set(accuracy.depth) == {0, 50, 100}
+    assert accuracy.accuracy.between(0, 1).all() and set(accuracy.accuracy) <= {0, 0.5, 1}
+    assert (run / "passkey.png").stat().st_size > 0 and "passkey accuracy" in out
+
+
 @pytest.mark.parametrize("args, message", [
     (["--model", "HuggingFaceTB/SmolLM2-135M"], "hub is offline"),
     (["--model", "REPLACE/bare"], "has no tokenizer"),
@@ -27,6 +38,8 @@ def test_end_to_end_on_a_folder(cli, real_models, tmp_path):
     (["--model", "REPLACE/tied", "--scale", "clamp"], "--scale 'clamp' does not rescale a real model's RoPE"),
     (["--model", "REPLACE/tied", "--dtype", "int8"], "--dtype 'int8' is not supported; valid: float32"),
     (["--model", "REPLACE/tied", "--finetune-steps", "3"], "apply to posenc's own models"),
+    (["--model", "REPLACE/tied", "--passkey", "50", "--lengths", "30"], "too short for the passkey prompt"),
+    (["--model", "REPLACE/tied", "--passkey", "150"], "--passkey depths are percentages"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(cli, real_models, tmp_path, monkeypatch, args, message):
     import shutil
