@@ -75,6 +75,8 @@ def extrapolate(
     """Train at train.seq_len (or reuse the cached model), evaluate at longer lengths per scale.
 
     Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
+
+    Real model: posenc extrapolate --model FOLDER|FILE.gguf|HUB_ID --scale pi,yarn --lengths 4096,16384
     """
     if is_real_model(model):
         with user_errors():

@@ -34,7 +34,8 @@ class ForwardBar:
     def __call__(self, event: dict[str, Any]) -> None:
         if self.quiet:
             return
-        if event["event"] == "start":
+        if event["event"] == "start":  # perplexity, then passkey: one bar each
+            self.close()
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             if event["skipped"]:
