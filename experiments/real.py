@@ -283,7 +283,8 @@ def prepare(settings: RealSettings) -> Prepared:
         settings.scales = ["none", *(n for n in rope_scale_names() if n != "none"
                                      and not getattr(option_class("scale", n), "requires", ()))]
     scales = {name: build_scale(name, original, factor) for name in settings.scales}
-    need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk), pretrained.available_bytes(device)
+    need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk,
+                                                                 scores=device.type == "cpu"), pretrained.available_bytes(device)
     if need > have:
         raise UserError(f"--lengths {longest} needs about {_gib(need)} on {device}, {_gib(have)} is available; "
                         "give shorter lengths or another --device")
