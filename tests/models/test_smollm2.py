@@ -34,5 +34,7 @@ def test_smollm2_matches_transformers_and_reads_text():
     with torch.no_grad():
         ours = loaded.lm(ids[None, :-1], targets=ids[None, 1:])
         ref = torch.nn.functional.cross_entropy(hf(ids[None, :-1]).logits[0], ids[1:], reduction="none")
-    torch.testing.assert_close(ours[0], ref, rtol=1e-4, atol=1e-4)
+    # 30 float32 layers: token losses agree to 3e-4, the perplexity to 1.3e-4 (measured; tiny models: 1e-4)
+    torch.testing.assert_close(ours[0], ref, rtol=0, atol=1e-3)
+    assert math.exp(ours.mean().item()) == pytest.approx(math.exp(ref.mean().item()), rel=5e-4)
     assert 2 < math.exp(ours.mean().item()) < 40  # a trained model reads Python's documentation
