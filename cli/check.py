@@ -30,8 +30,10 @@ def check(
         from posenc.experiments.check import plan, run
         from posenc.engine.results import results_root
 
+        root = results_root(results_dir)  # a bad root stops here, before any work
+
         schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), list(overrides or []), seed or 0)
-        table, run_dir = run(schemes, skipped, results_root=results_root(results_dir), seed=seed or 0,
+        table, run_dir = run(schemes, skipped, results_root=root, seed=seed or 0,
                              config={"overrides": list(overrides or [])})
     shown = table if not quiet else table[~table.passed.astype(bool)]
     if len(shown):

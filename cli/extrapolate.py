@@ -7,6 +7,8 @@ from typing import Annotated, Any
 import typer
 
 from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.real import Data, Device, Dtype, Factor, Passkey, Tail, Windows, is_real_model, run_real
+from posenc.core.errors import UserError
 
 
 def _names(value: str | None, option: str) -> list[str]:
@@ -54,29 +56,47 @@ def extrapolate(
     scale: Annotated[str, typer.Option(help="Rescalings, comma list, or `all` (see `posenc list scale`).")] = "none",
     lengths: Annotated[str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")] = None,
     task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
-    model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`), or a real model: a Hugging Face folder, a .gguf file or a hub id.")] = None,
     finetune_steps: Annotated[int, typer.Option(help="Also fine-tune N steps at each length with the scaling applied.")] = 0,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
     config_dir: ConfigDir = None,
+    windows: Windows = 1,
+    tail: Tail = 1024,
+    data: Data = None,
+    dtype: Dtype = "float32",
+    device: Device = "auto",
+    factor: Factor = None,
+    passkey: Passkey = None,
     overrides: Overrides = None,
 ) -> None:
     """Train at train.seq_len (or reuse the cached model), evaluate at longer lengths per scale.
 
     Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
+
+    Real model: posenc extrapolate --model FOLDER|FILE.gguf|HUB_ID --scale pi,yarn --lengths 4096,16384
     """
+    if is_real_model(model):
+        with user_errors():
+            if finetune_steps or overrides or task:
+                raise UserError("--finetune-steps, --task and overrides apply to posenc's own models, not to --model "
+                                f"'{model}'")
+            return run_real(model, _names(scale, "--scale"), _lengths(lengths), windows, tail, data, dtype, device,
+                            factor, passkey, results_dir, quiet)
     with user_errors():
         from posenc.experiments.extrapolation.plan import plan
         from posenc.experiments.extrapolation.protocol import run
         from posenc.engine.results import results_root
 
+        root = results_root(results_dir)  # a bad root stops here, before any work
+
         base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)
         cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
         stages = Stages(quiet)
         try:
-            table, run_dir = run(cfgs, results_root=results_root(results_dir), lengths=_lengths(lengths),
+            table, run_dir = run(cfgs, results_root=root, lengths=_lengths(lengths),
                                  finetune_steps=finetune_steps, stage=stages)
         finally:
             stages.close()

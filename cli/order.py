@@ -40,6 +40,8 @@ def order(
         from posenc.core.errors import ConfigError
         from posenc.engine.results import results_root
 
+        root = results_root(results_dir)  # a bad root stops here, before any work
+
         if permutations < 1:
             raise ConfigError(f"--permutations must be >= 1, got {permutations}")
         cells, skipped = plan(names(model, "--model"), names(pe, "--pe"), names(task, "--task"),
@@ -51,7 +53,7 @@ def order(
                 yield bar
 
         table, run_dir = run(cells, skipped, permutations=permutations,
-                             results_root=results_root(results_dir), progress=progress)
+                             results_root=root, progress=progress)
     show = table.drop(columns=[c for c in ("task", "train_seconds") if c in table])
     console.print(show.to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

@@ -42,6 +42,8 @@ def resolution(
         from posenc.engine.config import compose, options_where
         from posenc.engine.results import results_root
 
+        root = results_root(results_dir)  # a bad root stops here, before any work
+
         options = {"task": task, "train.steps": steps, "seed": seed,
                    "resolution.finetune_steps": finetune_steps, "resolution.antialias": None if antialias is None else str(antialias).lower()}
         if interp is not None:
@@ -52,6 +54,6 @@ def resolution(
         cfgs = [compose(["experiment=resolution", f"pe={name}", *overrides_from(options, overrides)]) for name in names]
         total = sum(c.train.steps for c in cfgs)
         with Progress(total, quiet, f"resolution {','.join(names)}") as progress:
-            table, run_dir = run(cfgs, results_root=results_root(results_dir), on_log=progress)
+            table, run_dir = run(cfgs, results_root=root, on_log=progress)
     console.print(table.to_markdown(index=False, floatfmt=".3f"), highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

@@ -35,6 +35,8 @@ def train(
         from posenc.engine.config import compose
         from posenc.engine.results import RunDir, results_root
 
+        root = results_root(results_dir)  # a bad root stops here, before any work
+
         given = overrides_from(
             {"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides)
         if resume is not None and not given:
@@ -43,6 +45,6 @@ def train(
             cfg = compose(given)
         label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
         with Progress(cfg.train.steps, quiet, label) as progress:
-            table, run_dir = run(cfg, results_root=results_root(results_dir), on_log=progress, resume=resume)
+            table, run_dir = run(cfg, results_root=root, on_log=progress, resume=resume)
     print_record(label, table.iloc[0].to_dict())
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

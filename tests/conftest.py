@@ -65,3 +65,22 @@ def image_roots(tmp_path, monkeypatch):
         for j in range(5):
             Image.fromarray(np.full((12, 20, 3), 40 * i + j, dtype=np.uint8)).save(folder / name / f"{j}.png")
     return {"cifar10": cifar_root, "mnist": tmp_path / "mnist", "image_folder": folder}
+
+
+@pytest.fixture(scope="session")
+def real_models(tmp_path_factory):
+    """Tiny real checkpoints (tests/hf_models.py): {"tied": folder, "untied": folder, "gguf": file,
+    "hf_tied"/"hf_untied": the LlamaForCausalLM each was saved from}. Skipped without the hf extra."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    from hf_models import save_folder, tiny_llama, tiny_tokenizer, write_gguf
+
+    root = tmp_path_factory.mktemp("real_models")
+    tokenizer = tiny_tokenizer()
+    out = {}
+    for name, tied in (("tied", True), ("untied", False)):
+        out[name] = save_folder(root / name, tied=tied, tokenizer=tokenizer)
+        out[f"hf_{name}"] = tiny_llama(tied)
+    (root / "gguf").mkdir()
+    out["gguf"] = write_gguf(root / "gguf" / "tiny.gguf", out["hf_untied"], tokenizer)
+    return out

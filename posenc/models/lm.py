@@ -9,15 +9,32 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
 from posenc.pe.base import PositionScheme, default_positions, randomized_positions
+from posenc.tasks.base import IGNORE_INDEX
 
 # Elements of one (b, n_h, queries, keys) attention block above which a bias is built per chunk
 # of queries: 16 MiB in float32, so a bias never costs more than a few such blocks at any length.
 BIAS_BLOCK_ELEMENTS = 1 << 22
+
+
+def chunked_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+    """(b, s, d) final hidden states, (V, d) head, (b, s) targets -> (b, s) float32 losses.
+
+    Logits exist for ``chunk`` positions at a time only; ``IGNORE_INDEX`` targets score 0.
+    """
+    if chunk < 1:
+        raise ConfigError(f"chunk must be >= 1, got {chunk}")
+    out = torch.zeros(targets.shape, dtype=torch.float32, device=x.device)
+    for i in range(0, x.shape[1], chunk):
+        logits = (x[:, i : i + chunk] @ weight.T).float()  # (b, c, V)
+        out[:, i : i + chunk] = F.cross_entropy(logits.transpose(1, 2), targets[:, i : i + chunk],
+                                                ignore_index=IGNORE_INDEX, reduction="none")
+    return out
 
 
 class CausalLM(nn.Module):
@@ -96,11 +113,16 @@ class CausalLM(nn.Module):
         chunk = self.attention_chunk(batch, s)
         return (self.pe.bias(positions, positions) if chunk == s else None), chunk  # (…, n_h, s, s)
 
-    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None,
+                targets: torch.Tensor | None = None, chunk: int = 1024, last: int | None = None) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
 
         Without explicit positions a model in training mode whose scheme has ``randomized`` set
         sees sorted random positions from [0, ``pe.randomized_max``); otherwise 0..s-1.
+        With (b, s) ``targets``: their (b, s) float32 cross-entropy instead (0 where a target is
+        ``IGNORE_INDEX``), the head run ``chunk`` positions at a time so that full-vocabulary
+        logits never exist for the whole window (a 16k window of a 49k vocabulary: 3 GiB).
+        ``last``: the logits of the last ``last`` positions only, (b, last, V).
         """
         b, s = idx.shape
         pe = self.pe
@@ -116,7 +138,16 @@ class CausalLM(nn.Module):
         for block in self.blocks:
             x = block(x, pe, rotation, bias, self.causal, positions, chunk)
         x = self.norm(x)
-        return x @ self.embed.weight.T if self.head is None else self.head(x)  # (b, s, V)
+        if targets is not None:
+            return chunked_cross_entropy(x, self.output_weight, targets, chunk)
+        if last is not None:
+            x = x[:, -last:]
+        return x @ self.output_weight.T  # (b, s, V)
+
+    @property
+    def output_weight(self) -> torch.Tensor:
+        """(V, d): the head's weight, or the embedding's when tied."""
+        return self.embed.weight if self.head is None else self.head.weight
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

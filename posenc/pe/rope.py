@@ -120,7 +120,7 @@ class RoPE(PositionScheme):
         """Install (r/2,) rescaled frequencies and the factor on cos/sin (posenc.pe.rope_scaling)."""
         if inv_freq.shape != self.inv_freq.shape:
             raise ConfigError(f"rope expects {self.inv_freq.shape[0]} frequencies, got {inv_freq.shape[0]}")
-        self.inv_freq = inv_freq.to(self.inv_freq)
+        self.inv_freq = inv_freq.to(self.inv_freq)  # float32 whatever the model's dtype (_apply)
         self.attention_scaling = float(attention_scaling)
         self._tables = {}  # cos/sin of the old frequencies
 
@@ -129,5 +129,11 @@ class RoPE(PositionScheme):
         return apply_rope(q, cos, sin, self.layout), apply_rope(k, cos, sin, self.layout)
 
     def _apply(self, fn, recurse=True):
+        """Moves follow the module; casts leave the frequencies float32 (or float64), as Hugging
+        Face keeps ``inv_freq``: a bf16 ``inv_freq`` moves every angle by up to 0.4%."""
         self._tables = {}  # moved to another device or dtype: recompute on demand
-        return super()._apply(fn, recurse)
+        freqs = self.inv_freq
+        out = super()._apply(fn, recurse)
+        wide = freqs.dtype if freqs.dtype in (torch.float32, torch.float64) else torch.float32
+        self._buffers["inv_freq"] = freqs.to(device=self.inv_freq.device, dtype=wide)
+        return out

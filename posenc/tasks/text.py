@@ -21,9 +21,7 @@ from posenc.tasks.base import Criterion, SequenceTask
 def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
     """The bytes of a corpus that ships with Python, in a fixed order."""
     if source == "pydoc":
-        from pydoc_data.topics import topics
-
-        data = "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+        data = "\n\n".join(builtin_documents()).encode("utf-8")
     else:
         root = Path(sysconfig.get_paths()["stdlib"])
         parts, total = [], 0
@@ -34,6 +32,14 @@ def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = N
                 break
         data = b"\n".join(parts)
     return data[:max_bytes] if max_bytes is not None else data
+
+
+def builtin_documents() -> list[str]:
+    """The pydoc corpus as documents, one per topic in sorted order (``builtin_corpus("pydoc")``
+    is the same texts joined by blank lines)."""
+    from pydoc_data.topics import topics
+
+    return [topics[k] for k in sorted(topics)]
 
 
 class TextTask(SequenceTask):

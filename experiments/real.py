@@ -1,0 +1,469 @@
+"""Length extrapolation of a real pretrained model: perplexity by length under RoPE rescalings.
+
+The protocol of the PI and YaRN papers on real text. Tokens are the built-in corpus (one
+document per pydoc topic) or ``--data`` (a UTF-8 file, or every file of a folder in sorted
+order, one document each), tokenized with the model's tokenizer and concatenated with its EOS
+token between documents.
+
+Window rule (recompute any cell with transformers alone): with L_max the longest evaluated
+length, window w (w = 0 … W−1) of length L is ``tokens[w·L_max : w·L_max + L]``: the first
+starts at token 0, each next one at the end of the previous longest window, and a shorter
+length scores the prefix of the same window. A window of L tokens scores its L−1 next-token
+predictions; ``ppl`` is exp of their mean loss, ``tail_ppl`` exp of the mean over the last
+min(K, L−1) of them, and the loss by position is averaged over the windows in buckets.
+
+A causal model scores a prefix exactly as it scores the shorter window, so a scaling whose
+frequencies do not depend on the length is run once per window at L_max and read at every
+length (the factor, when not given, is fixed at max(1, L_max / original context)); dynamic NTK
+and LongRoPE get a forward per length (``length_dependent``). The row ``none`` is the model as
+shipped, always in the table; any other scaling replaces the shipped RoPE rescaling and is
+computed from the model's θ against its original context.
+
+A cell (scale, forward length, window) is appended to ``cells.jsonl`` once scored; the run
+folder is named by the settings' hash, so a rerun of the same command skips finished cells.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from posenc.core.errors import UserError
+from posenc.core.io import atomic_write_text, save_figure, write_table
+from posenc.engine.config import instantiate, option_class, option_node, options_where
+from posenc.engine.results import RunDir, config_hash
+from posenc.engine.training import resolve_device
+from posenc.models import pretrained
+from posenc.pe.rope import RoPE
+from posenc.pe.scaling import DynamicNTK, LongRoPE, NoScale
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RealSettings:
+    """One ``posenc extrapolate --model REAL`` run; ``scales`` without ``none`` get it first."""
+
+    model: str
+    scales: list[str] = field(default_factory=lambda: ["none"])
+    lengths: list[int] = field(default_factory=lambda: [2048, 4096])
+    windows: int = 1
+    tail: int = 1024
+    buckets: int = 32
+    factor: float | None = None
+    dtype: str = "float32"
+    device: str = "auto"
+    data: str | None = None
+    chunk: int = 1024
+    passkey_depths: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        self.scales = ["none", *dict.fromkeys(s for s in self.scales if s != "none")]
+        self.lengths = sorted(set(self.lengths))
+        for name, value, low in (("--windows", self.windows, 1), ("--tail", self.tail, 1),
+                                 ("--buckets", self.buckets, 1), ("chunk", self.chunk, 1)):
+            if value < low:
+                raise UserError(f"{name} must be >= {low}, got {value}")
+        if not self.lengths or self.lengths[0] < 2:
+            raise UserError(f"--lengths must be >= 2 tokens each, got {self.lengths}")
+        if self.passkey_depths is not None and any(not 0 <= d <= 100 for d in self.passkey_depths):
+            raise UserError(f"--passkey depths are percentages in 0..100, got {self.passkey_depths}")
+        if self.factor is not None and not self.factor >= 1:
+            raise UserError(f"--factor must be >= 1, got {self.factor}")
+        pretrained.check_dtype(self.dtype)
+
+
+def length_dependent(scale: NoScale) -> bool:
+    """Whether the scale's frequencies change with the evaluated length (one forward per length):
+    the class's ``length_dependent`` fact."""
+    return type(scale).length_dependent
+
+
+def rope_scale_names() -> list[str]:
+    return options_where("scale", lambda cls: cls is NoScale or cls.applies(RoPE(8)))
+
+
+def build_scale(name: str, original_length: int, factor: float | None) -> NoScale:
+    """The scale option ``name`` measured against the model's original context; ``factor`` (the
+    fixed factor of the run) replaces the option's unless the option is dynamic NTK, whose
+    factor is Hugging Face's multiplier."""
+    valid = rope_scale_names()
+    if name not in valid:
+        raise UserError(f"--scale '{name}' does not rescale a real model's RoPE; valid: {', '.join(valid)}")
+    node = option_node("scale", name)
+    if "original_length" in node:
+        node["original_length"] = original_length
+    scale = instantiate(node, f"scale/{name}")
+    if isinstance(scale, LongRoPE):
+        return scale
+    if "factor" in node and not isinstance(scale, DynamicNTK) and node["factor"] is None:
+        scale.factor = factor
+    return scale
+
+
+def documents(data: str | None) -> list[str]:
+    """The texts to tokenize: one per pydoc topic, or the --data file, or each file of a folder."""
+    if data is None:
+        from posenc.tasks.text import builtin_documents
+
+        return builtin_documents()
+    path = Path(data).expanduser()
+    if not path.exists():
+        raise UserError(f"--data '{data}' does not exist; give a UTF-8 text file or a folder of them")
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    texts = []
+    for f in files:
+        try:
+            texts.append(f.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise UserError(f"--data file '{f}' is not UTF-8 text") from None
+    if not any(texts):
+        raise UserError(f"--data '{data}' holds no text")
+    return texts
+
+
+def tokenize(tokenizer: Any, texts: Sequence[str]) -> torch.Tensor:
+    """(n,) token ids: each text tokenized without special tokens, EOS between texts."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise UserError("the model's tokenizer has no EOS token to join documents with")
+    ids: list[int] = []
+    for i, text in enumerate(texts):
+        if i:
+            ids.append(eos)
+        ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return torch.tensor(ids, dtype=torch.long)
+
+
+PASSKEY_INTRO = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+                 "I will quiz you about the important information there. ")
+PASSKEY_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+PASSKEY_QUESTION = "What is the pass key? The pass key is"
+
+
+def passkey_key(trial: int) -> int:
+    """The five-digit key of trial ``trial`` (fixed, so every scale and length sees the same)."""
+    import random
+
+    return random.Random(1000 + trial).randint(10000, 99999)
+
+
+def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> tuple[torch.Tensor, int]:
+    """(length,) ids of the PI/LongRoPE passkey prompt, its answer last, and the answer's token
+    count: intro, filler sentences with "The pass key is NNNNN. Remember it. NNNNN is the pass
+    key." after ``depth`` percent of the filler (at a sentence boundary), the question, the key."""
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    intro, needle = ids(PASSKEY_INTRO), ids(f"The pass key is {key}. Remember it. {key} is the pass key. ")
+    question, answer, unit = ids(PASSKEY_QUESTION), ids(f" {key}"), ids(PASSKEY_FILLER)
+    budget = length - len(intro) - len(needle) - len(question) - len(answer)
+    if budget < 0:
+        raise UserError(f"--lengths {length} is too short for the passkey prompt "
+                        f"({length - budget} tokens without filler)")
+    filler = (unit * (budget // len(unit) + 1))[:budget]
+    cut = min(budget, round(depth / 100 * budget / len(unit)) * len(unit))
+    out = intro + filler[:cut] + needle + filler[cut:] + question + answer
+    return torch.tensor(out, dtype=torch.long), len(answer)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One forward pass: a scale at ``length`` on window ``window``, read at ``serves`` lengths."""
+
+    scale: str
+    length: int
+    window: int
+    serves: tuple[int, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.scale}/{self.length}/{self.window}"
+
+
+def plan_forwards(scales: dict[str, NoScale], lengths: Sequence[int], windows: int) -> list[Forward]:
+    longest = max(lengths)
+    out = []
+    for name, scale in scales.items():
+        groups = [(n, (n,)) for n in lengths] if length_dependent(scale) else [(longest, tuple(lengths))]
+        out += [Forward(name, n, w, serves) for w in range(windows) for n, serves in groups]
+    return out
+
+
+def bucket_edges(longest: int, buckets: int) -> list[int]:
+    """Bucket boundaries over the L_max − 1 scored positions (equal spans)."""
+    n = longest - 1
+    return sorted({round(i * n / buckets) for i in range(buckets + 1)})
+
+
+def score(losses: torch.Tensor, length: int, tail: int, edges: Sequence[int]) -> dict[str, Any]:
+    """Sums for one cell from the (≥ L−1,) losses of a window's predictions."""
+    part = losses[: length - 1].double()
+    k = min(tail, length - 1)
+    spans = [(a, min(b, length - 1)) for a, b in zip(edges, edges[1:]) if a < length - 1]
+    return {"loss_sum": float(part.sum()), "count": length - 1, "tail_sum": float(part[-k:].sum()), "tail_count": k,
+            "bucket_sums": [float(part[a:b].sum()) for a, b in spans], "bucket_counts": [b - a for a, b in spans]}
+
+
+class Model:
+    """The loaded model with one scale installed at a time (``none``: as shipped)."""
+
+    def __init__(self, loaded: pretrained.Pretrained) -> None:
+        self.loaded, self.lm = loaded, loaded.lm
+        self.shipped = (self.lm.pe.inv_freq.clone(), self.lm.pe.attention_scaling)
+        self.hooks = dict(self.lm._forward_pre_hooks)  # a shipped dynamic rescaling follows the length
+
+    def install(self, scale: NoScale, length: int) -> torch.device:
+        """Put ``scale`` in place for a forward over ``length`` tokens; the model's device."""
+        lm = self.lm
+        lm.pe.set_frequencies(*self.shipped)
+        lm._forward_pre_hooks.clear()
+        if type(scale) is NoScale:
+            lm._forward_pre_hooks.update(self.hooks)
+        else:
+            scale.apply(lm.pe, length)
+        return lm.embed.weight.device
+
+    @torch.no_grad()
+    def losses(self, scale: NoScale, ids: torch.Tensor, chunk: int) -> torch.Tensor:
+        """(s,) ids -> (s − 1,) float32 next-token losses under ``scale``."""
+        device = self.install(scale, ids.numel())
+        x = ids[None, :-1].to(device)
+        return self.lm(x, targets=ids[None, 1:].to(device), chunk=chunk)[0].cpu()
+
+    @torch.no_grad()
+    def greedy_reads(self, scale: NoScale, ids: torch.Tensor, answer: int) -> bool:
+        """Whether greedy decoding after ``ids[:-answer]`` writes ``ids[-answer:]``: the argmax at
+        each answer position, given the answer's own prefix, is the next answer token (one
+        forward instead of one per decoded token; the same verdict)."""
+        device = self.install(scale, ids.numel())
+        logits = self.lm(ids[None, :-1].to(device), last=answer)[0]  # (answer, V)
+        return bool((logits.argmax(-1).cpu() == ids[-answer:]).all())
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+@dataclass
+class Prepared:
+    settings: RealSettings
+    source: pretrained.Source
+    config: Any
+    original_length: int
+    scales: dict[str, NoScale]
+    device: torch.device
+    factor: float
+    tokenizer: Any
+    tokens: torch.Tensor
+
+
+def prepare(settings: RealSettings) -> Prepared:
+    """Every check that can fail on user input, before any weight is read or file written."""
+    source = pretrained.resolve_source(settings.model)
+    config = pretrained.read_config(source)
+    device = resolve_device(settings.device)
+    dtype = pretrained.check_dtype(settings.dtype)
+    original = pretrained.original_context(config)
+    longest = max(settings.lengths)
+    factor = settings.factor or max(1.0, longest / original)
+    if "all" in settings.scales:  # every RoPE scale that needs no per-model values
+        settings.scales = ["none", *(n for n in rope_scale_names() if n != "none"
+                                     and not getattr(option_class("scale", n), "requires", ()))]
+    scales = {name: build_scale(name, original, factor) for name in settings.scales}
+    need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk,
+                                                                 scores=device.type == "cpu"), pretrained.available_bytes(device)
+    if need > have:
+        raise UserError(f"--lengths {longest} needs about {_gib(need)} on {device}, {_gib(have)} is available; "
+                        "give shorter lengths or another --device")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
+    tokens = tokenize(tokenizer, documents(settings.data))
+    if settings.windows * longest > tokens.numel():
+        raise UserError(f"{settings.windows} window(s) of {longest} tokens need {settings.windows * longest} tokens; "
+                        f"the text has {tokens.numel()}; give fewer --windows, shorter --lengths or more --data")
+    if settings.passkey_depths:
+        passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
+    return Prepared(settings, source, config, original, scales, device, factor, tokenizer, tokens)
+
+
+def run_config(p: Prepared) -> dict[str, Any]:
+    s = p.settings
+    return {"model": p.source.path, "gguf_file": p.source.gguf_file, **{k: v for k, v in asdict(s).items() if k != "model"},
+            "factor": p.factor, "original_length": p.original_length, "tokens": int(p.tokens.numel()),
+            "device": str(p.device)}
+
+
+def open_run(root: Path, config: dict[str, Any], name: str) -> RunDir:
+    """The run folder of these settings: created, or reopened to resume."""
+    path = Path(root) / "runs" / f"real-{name}-{config_hash(config)[:8]}"
+    if (path / "config.yaml").is_file():
+        return RunDir.reopen(path, config)
+    import yaml
+
+    path.mkdir(parents=True, exist_ok=True)
+    run = RunDir(path)
+    atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    run.write_summary({"status": "running", "name": f"real-{name}", "config_hash": config_hash(config)})
+    return run
+
+
+def read_cells(run: RunDir) -> dict[str, dict[str, Any]]:
+    path = run.path / "cells.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return {r["key"]: r for r in records}
+
+
+def run(settings: RealSettings, results_root: Path, progress: Progress | None = None,
+        prepared: Prepared | None = None) -> tuple[pd.DataFrame, RunDir]:
+    """Score every (scale, length, window); returns the table and the run folder."""
+    p = prepared or prepare(settings)
+    config = run_config(p)
+    forwards = plan_forwards(p.scales, settings.lengths, settings.windows)
+    run_dir = open_run(results_root, config, p.source.name)
+    done = read_cells(run_dir)
+    todo = [f for f in forwards if f.key not in done]
+    notify = progress or (lambda event: None)
+    notify({"event": "start", "forwards": len(todo), "tokens": sum(f.length for f in todo), "skipped": len(done)})
+    model = None
+    if todo:
+        model = Model(pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
+        edges = bucket_edges(max(settings.lengths), settings.buckets)
+        longest = max(settings.lengths)
+        for f in todo:
+            notify({"event": "forward", "label": f"{f.scale} @ {f.length} (window {f.window})", "tokens": f.length})
+            start = time.perf_counter()
+            ids = p.tokens[f.window * longest : f.window * longest + f.length]
+            losses = model.losses(p.scales[f.scale], ids, settings.chunk)
+            seconds = time.perf_counter() - start
+            cells = {str(n): score(losses, n, settings.tail, edges) for n in f.serves}
+            record = {"key": f.key, **asdict(f), "seconds": seconds, "cells": cells}
+            done[f.key] = record
+            atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
+            notify({"event": "done", "tokens": f.length, "seconds": seconds})
+    passkeys = [(scale, n, d, t) for scale in p.scales for n in settings.lengths
+                for d in settings.passkey_depths or [] for t in range(settings.windows)]
+    todo_keys = [c for c in passkeys if passkey_cell(*c) not in done]
+    if todo_keys:
+        model = model or Model(pretrained.load_pretrained(
+            p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
+        notify({"event": "start", "forwards": len(todo_keys), "tokens": sum(c[1] for c in todo_keys), "skipped": 0})
+        for scale, n, depth, trial in todo_keys:
+            notify({"event": "forward", "label": f"passkey {scale} @ {n}, depth {depth}%", "tokens": n})
+            start = time.perf_counter()
+            ids, answer = passkey_prompt(p.tokenizer, n, depth, passkey_key(trial))
+            correct = model.greedy_reads(p.scales[scale], ids, answer)
+            seconds = time.perf_counter() - start
+            done[passkey_cell(scale, n, depth, trial)] = {"key": passkey_cell(scale, n, depth, trial), "scale": scale,
+                                                          "length": n, "depth": depth, "trial": trial,
+                                                          "correct": correct, "seconds": seconds}
+            atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
+            notify({"event": "done", "tokens": n, "seconds": seconds})
+    if settings.passkey_depths:
+        accuracy = passkey_table([r for r in done.values() if "correct" in r])
+        write_table(accuracy, run_dir.path, "passkey")
+        plot_passkey(accuracy, run_dir.path / "passkey.png")
+    table, positions = tables([r for r in done.values() if "cells" in r], settings.lengths, settings.windows)
+    write_table(table, run_dir.path)
+    write_table(positions, run_dir.path, "per_position")
+    plot(positions, p.original_length, run_dir.path / "per_position.png")
+    seconds = sum(r["seconds"] for r in done.values())
+    run_dir.update_summary(status="completed", forward_seconds=seconds, forwards=len(done),
+                           seconds_by_scale={s: sum(r["seconds"] for r in done.values() if r["scale"] == s)
+                                             for s in p.scales})
+    return table, run_dir
+
+
+def passkey_cell(scale: str, length: int, depth: float, trial: int) -> str:
+    return f"passkey/{scale}/{length}/{depth}/{trial}"
+
+
+def passkey_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Accuracy by scale, length and depth (the mean over trials)."""
+    df = pd.DataFrame(records)
+    out = df.groupby(["scale", "length", "depth"], sort=False).correct.mean().rename("accuracy").reset_index()
+    return out
+
+
+def plot_passkey(accuracy: pd.DataFrame, path: Path) -> Path:
+    """One length × depth heatmap of passkey accuracy per scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scales = list(dict.fromkeys(accuracy.scale))
+    fig, axes = plt.subplots(1, len(scales), figsize=(1.5 + 3 * len(scales), 3.4), squeeze=False)
+    for ax, scale in zip(axes[0], scales):
+        grid = accuracy[accuracy.scale == scale].pivot(index="depth", columns="length", values="accuracy")
+        ax.imshow(grid.values, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto", origin="lower")
+        ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns], rotation=45)
+        ax.set_yticks(range(grid.shape[0]), [f"{d:g}%" for d in grid.index])
+        ax.set_title(scale)
+        ax.set_xlabel("length (tokens)")
+    axes[0][0].set_ylabel("key depth")
+    return save_figure(fig, path, tight=True)
+
+
+def tables(records: Any, lengths: Sequence[int], windows: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The scale × metric × length table (ppl, tail_ppl) and the loss by position bucket."""
+    sums: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in records:
+        for n, c in r["cells"].items():
+            acc = sums.setdefault((r["scale"], int(n)), {"loss": 0.0, "count": 0, "tail": 0.0, "tail_count": 0,
+                                                           "buckets": {}, "windows": 0})
+            acc["loss"] += c["loss_sum"]
+            acc["count"] += c["count"]
+            acc["tail"] += c["tail_sum"]
+            acc["tail_count"] += c["tail_count"]
+            acc["windows"] += 1
+            for i, (b, k) in enumerate(zip(c["bucket_sums"], c["bucket_counts"])):
+                s, m = acc["buckets"].get(i, (0.0, 0))
+                acc["buckets"][i] = (s + b, m + k)
+    scales = list(dict.fromkeys(scale for scale, _ in sums))
+    rows = []
+    for scale in scales:
+        for metric, total, count in (("ppl", "loss", "count"), ("tail_ppl", "tail", "tail_count")):
+            row: dict[str, Any] = {"scale": scale, "metric": metric}
+            for n in lengths:
+                acc = sums.get((scale, n))
+                row[str(n)] = math.exp(acc[total] / acc[count]) if acc else float("nan")
+            rows.append(row)
+    edges_rows = []
+    for (scale, n), acc in sums.items():
+        start = 0
+        for i in sorted(acc["buckets"]):
+            s, m = acc["buckets"][i]
+            edges_rows.append({"scale": scale, "length": n, "start": start, "end": start + m // acc["windows"],
+                               "loss": s / m})
+            start += m // acc["windows"]
+    return pd.DataFrame(rows), pd.DataFrame(edges_rows)
+
+
+def plot(positions: pd.DataFrame, original: int, path: Path) -> Path:
+    """Mean loss by position bucket at the longest length, one line per scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    longest = positions.length.max()
+    for scale, part in positions[positions.length == longest].groupby("scale", sort=False):
+        ax.plot((part.start + part.end) / 2, part.loss, marker=".", label=scale)
+    ax.axvline(original, color="grey", linestyle=":", label=f"original context {original}")
+    ax.set_xlabel("position in window (tokens)")
+    ax.set_ylabel("mean loss (nats)")
+    ax.set_title(f"loss by position, windows of {longest} tokens")
+    ax.legend()
+    return save_figure(fig, path)
+

@@ -1,0 +1,195 @@
+"""Real pretrained models: a Hugging Face folder, a GGUF file or a hub id, as a posenc ``CausalLM``.
+
+Only the Llama family loads (``model_type`` llama or mistral without a sliding window): its
+weights go through ``from_hf_llama``, whose logits match transformers to 1e-5. The model's own
+RoPE settings come with it (θ, partial rotary, a shipped ``rope_scaling``), and its original
+context (``original_max_position_embeddings``, else ``max_position_embeddings``) is what a
+rescaling is measured against.
+
+Every check that can fail on user input (missing extra, path, tokenizer, architecture, hub id
+while offline) runs in ``resolve_source`` and ``read_config``, before any weight is read.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from posenc.core.errors import UserError
+from posenc.models.hf import _rope_parameters, from_hf_llama
+from posenc.models.lm import CausalLM
+
+SUPPORTED_TYPES = ("llama", "mistral")  # SmolLM ships as llama
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+EXTRA = "pip install 'posenc[hf]'"
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model comes from: ``kind`` folder, gguf or hub; ``path`` the folder (the GGUF
+    file's folder) or the hub id; ``gguf_file`` the file's name inside it."""
+
+    kind: str
+    path: str
+    gguf_file: str | None = None
+
+    @property
+    def name(self) -> str:
+        """A short label for run folders and tables."""
+        return Path(self.gguf_file or self.path).name.removesuffix(".gguf")
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"gguf_file": self.gguf_file} if self.gguf_file else {}
+
+
+def require_hf(gguf: bool = False) -> None:
+    """A ``UserError`` naming the extra when transformers (or gguf for a .gguf file) is missing."""
+    needed = ("transformers", "tokenizers", "accelerate") + (("gguf",) if gguf else ())
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"--model with a real model needs {', '.join(missing)}: {EXTRA}")
+
+
+def _offline() -> bool:
+    return any(os.environ.get(k, "").lower() in ("1", "true", "yes", "on")
+               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _check_hub(repo_id: str, timeout: float = 5.0) -> None:
+    if _offline():
+        raise UserError(f"--model '{repo_id}' is a hub id, but the hub is offline (HF_HUB_OFFLINE is set); "
+                        "give a local folder or .gguf file")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(repo_id, timeout=timeout)
+    except Exception as e:  # no network, unknown id, gated repo: all mean it cannot be loaded
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"--model '{repo_id}': cannot reach it on the hub ({reason}); "
+                        "give a local folder or .gguf file") from None
+
+
+def resolve_source(spec: str) -> Source:
+    """What ``--model`` names, checked: an existing folder with config.json and a tokenizer,
+    an existing .gguf file, or a hub id that the hub answers for."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        require_hf()
+        if not (path / "config.json").is_file():
+            raise UserError(f"--model folder '{spec}' has no config.json; give a Hugging Face checkpoint folder")
+        if not any((path / f).is_file() for f in TOKENIZER_FILES):
+            raise UserError(f"--model folder '{spec}' has no tokenizer ({', '.join(TOKENIZER_FILES)}); "
+                            "save the tokenizer beside the weights")
+        return Source("folder", str(path))
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise UserError(f"--model file '{spec}' is not a .gguf file; give a .gguf file or a checkpoint folder")
+        require_hf(gguf=True)
+        return Source("gguf", str(path.parent), path.name)
+    if spec.endswith(".gguf") or not HUB_ID.match(spec):
+        raise UserError(f"--model '{spec}' does not exist; give a checkpoint folder, a .gguf file or a hub id "
+                        "(owner/name)")
+    require_hf()
+    _check_hub(spec)
+    return Source("hub", spec)
+
+
+def read_config(source: Source) -> Any:
+    """The model's Hugging Face config, refused unless the architecture is one posenc loads."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(source.path, **source.kwargs())
+    except Exception as e:
+        raise UserError(f"--model '{source.path}': cannot read its config ({str(e).splitlines()[0]})") from None
+    kind = getattr(config, "model_type", None)
+    if kind not in SUPPORTED_TYPES:
+        raise UserError(f"--model '{source.name}' is a '{kind}' model; supported: Llama family "
+                        f"(model_type {', '.join(SUPPORTED_TYPES)}; SmolLM is llama)")
+    if getattr(config, "sliding_window", None):
+        raise UserError(f"--model '{source.name}' uses a sliding window of {config.sliding_window} tokens; "
+                        "supported: full attention (Llama, Mistral without sliding_window)")
+    return config
+
+
+def original_context(config: Any) -> int:
+    """The context the model was trained at: ``original_max_position_embeddings`` when its
+    rope_scaling names one, else ``max_position_embeddings``."""
+    params = _rope_parameters(config)
+    return int(params.get("original_max_position_embeddings") or config.max_position_embeddings)
+
+
+def check_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise UserError(f"--dtype '{name}' is not supported; valid: {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+@dataclass
+class Pretrained:
+    """A loaded real model: the posenc LM, its tokenizer, its HF config and where it came from."""
+
+    lm: CausalLM
+    tokenizer: Any
+    config: Any
+    source: Source
+
+    @property
+    def original_length(self) -> int:
+        return original_context(self.config)
+
+
+def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> Pretrained:
+    """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
+    rotary frequencies and cos/sin stay float32 (``RoPE._apply``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # posenc's own bar reports progress; the library never prints
+    tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
+    hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
+    lm = from_hf_llama(hf.eval())
+    del hf
+    return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)
+
+
+def peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32, chunk: int = 1024,
+               scores: bool = True) -> int:
+    """Peak memory of one scored forward over ``length`` tokens, estimated from the HF config
+    before any weight is read: the weights, the widest activations of a block, one chunk of
+    float32 logits, and 0.5 GiB for the runtime; ``scores``: attention materializes the
+    (n_h, s, s) float32 scores (measured on CPU: SmolLM2 at 12,288 tokens peaked at 9.0 GB RSS)."""
+    d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
+    heads, kv = config.num_attention_heads, config.num_key_value_heads
+    hd = getattr(config, "head_dim", None) or d // heads
+    per_layer = d * (heads * hd + 2 * kv * hd) + heads * hd * d + 3 * d * mlp
+    n_params = v * d * (1 if config.tie_word_embeddings else 2) + config.num_hidden_layers * per_layer
+    size = torch.finfo(dtype).bits // 8
+    activations = length * (6 * d + 4 * heads * hd + 3 * mlp) * size
+    attention = heads * length * length * 4 if scores else 0
+    return n_params * size + activations + attention + 3 * chunk * v * 4 + length * 64 + (1 << 29)
+
+
+def available_bytes(device: torch.device | str) -> int:
+    """Free memory on ``device``: CUDA's free memory, else the host's MemAvailable."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import psutil
+
+    return int(psutil.virtual_memory().available)

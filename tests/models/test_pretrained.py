@@ -1,0 +1,126 @@
+"""Loading real checkpoints (folder, GGUF), float32 rotary frequencies under bf16, chunked loss."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from posenc.core.errors import UserError
+from posenc.models.lm import CausalLM
+from posenc.pe.rope import RoPE
+
+
+def tiny_lm(tie: bool) -> CausalLM:
+    torch.manual_seed(0)
+    return CausalLM(RoPE(16), vocab_size=50, d_model=32, n_layers=2, n_heads=2, tie_embeddings=tie).eval()
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_chunked_cross_entropy_equals_full_logits(tie):
+    lm = tiny_lm(tie)
+    idx, targets = torch.randint(0, 50, (2, 37)), torch.randint(0, 50, (2, 37))
+    targets[0, 5] = -100  # IGNORE_INDEX scores 0
+    with torch.no_grad():
+        full = torch.nn.functional.cross_entropy(lm(idx).transpose(1, 2), targets, reduction="none")
+        for chunk in (1, 5, 37, 1000):
+            assert_close(lm(idx, targets=targets, chunk=chunk), full, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_keeps_float32_frequencies(dtype):
+    """Fails on the old RoPE: ``.to(torch.bfloat16)`` cast ``inv_freq`` too, moving every
+    frequency by up to 0.4%."""
+    lm = tiny_lm(True)
+    reference = lm.pe.inv_freq.clone()
+    lm.to(dtype)
+    assert lm.pe.inv_freq.dtype == torch.float32
+    assert torch.equal(lm.pe.inv_freq, reference)
+    assert lm.embed.weight.dtype == dtype
+    # cos/sin are computed from float32 angles, then cast once to the activations' dtype (as HF)
+    cos, sin = lm.pe.rotation(torch.arange(3000), dtype)
+    angles = torch.arange(3000).float()[:, None] * reference
+    assert_close(cos, angles.cos().to(dtype), rtol=0, atol=0)
+    lm.float()
+    assert torch.equal(lm.pe.inv_freq, reference)
+
+
+def test_bf16_logits_closer_to_float32_with_float32_frequencies():
+    """The bf16 model with float32 frequencies tracks the float32 model better than one whose
+    frequencies were rounded to bf16 (the old behaviour)."""
+    lm = tiny_lm(True)
+    idx = torch.randint(0, 50, (1, 2048))
+    with torch.no_grad():
+        exact = lm(idx)
+        lm.to(torch.bfloat16)
+        kept = (lm(idx).float() - exact).abs().mean()
+        lm.pe.set_frequencies(lm.pe.inv_freq.bfloat16().float())
+        rounded = (lm(idx).float() - exact).abs().mean()
+    assert kept < rounded
+
+
+@pytest.mark.parametrize("kind", ["tied", "untied", "gguf"])
+def test_loads_with_transformers_logits(real_models, kind):
+    from posenc.models import pretrained
+
+    source = pretrained.resolve_source(str(real_models[kind]))
+    assert source.kind == ("gguf" if kind == "gguf" else "folder")
+    loaded = pretrained.load_pretrained(source, pretrained.read_config(source))
+    hf = real_models["hf_untied" if kind == "gguf" else f"hf_{kind}"]
+    idx = torch.randint(0, hf.config.vocab_size, (1, 50))
+    with torch.no_grad():
+        assert_close(loaded.lm(idx), hf(idx).logits, rtol=0, atol=1e-4)
+    assert loaded.original_length == 64 and loaded.tokenizer.eos_token_id == 0
+
+
+def test_bfloat16_load_keeps_float32_frequencies(real_models):
+    from posenc.models import pretrained
+
+    source = pretrained.resolve_source(str(real_models["tied"]))
+    loaded = pretrained.load_pretrained(source, pretrained.read_config(source), torch.bfloat16)
+    assert loaded.lm.embed.weight.dtype == torch.bfloat16 and loaded.lm.pe.inv_freq.dtype == torch.float32
+
+
+def test_bad_sources_are_one_line(real_models, tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    import shutil
+
+    from posenc.models import pretrained
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match="hub id, but the hub is offline"):
+        pretrained.resolve_source("HuggingFaceTB/SmolLM2-135M")
+    with pytest.raises(UserError, match="does not exist"):
+        pretrained.resolve_source(str(tmp_path / "nothing.gguf"))
+    bare = tmp_path / "bare"
+    shutil.copytree(real_models["tied"], bare)
+    for f in bare.glob("tokenizer*"):
+        f.unlink()
+    with pytest.raises(UserError, match="has no tokenizer"):
+        pretrained.resolve_source(str(bare))
+    from transformers import GPT2Config
+
+    gpt2 = tmp_path / "gpt2"
+    shutil.copytree(real_models["tied"], gpt2)
+    GPT2Config(n_layer=1, n_embd=8, n_head=2).save_pretrained(gpt2)
+    with pytest.raises(UserError, match="'gpt2' model; supported: Llama family"):
+        pretrained.read_config(pretrained.resolve_source(str(gpt2)))
+
+
+def test_missing_extra_names_it(monkeypatch, tmp_path):
+    import importlib.util
+
+    from posenc.models import pretrained
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a))
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    with pytest.raises(UserError, match=r"needs gguf: pip install 'posenc\[hf\]'"):
+        pretrained.resolve_source(str(tmp_path / "m.gguf"))
+
+
+def test_memory_estimate_scales_with_length(real_models):
+    from posenc.models import pretrained
+
+    config = pretrained.read_config(pretrained.resolve_source(str(real_models["tied"])))
+    short, long = pretrained.peak_bytes(config, 1000), pretrained.peak_bytes(config, 2000)
+    assert long > short and pretrained.peak_bytes(config, 1000, torch.bfloat16) < short
+    assert pretrained.peak_bytes(config, 10**12) > pretrained.available_bytes("cpu")
