@@ -83,8 +83,8 @@ class RealSettings:
 
 def length_dependent(scale: NoScale) -> bool:
     """Whether the scale's frequencies change with the evaluated length (one forward per length):
-    the class's ``length_dependent`` fact."""
-    return type(scale).length_dependent
+    the class's ``length_dependent`` fact, or a factor left to follow the evaluated length."""
+    return type(scale).length_dependent or getattr(scale, "factor", 0) is None
 
 
 def rope_scale_names() -> list[str]:

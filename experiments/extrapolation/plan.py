@@ -31,6 +31,7 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
     ``scales`` may be ``["all"]``: every scale that applies to each scheme (LongRoPE only when
     its factor lists are given). A ``scale.KEY=…`` override goes to the scales that have KEY.
     Every requested scale must apply to some requested scheme, and every scheme must get a scale.
+    The unscaled cell (``none``) is always planned beside them, so every table has its baseline.
     """
     options = scale_options()
     for o in overrides:
@@ -64,6 +65,7 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
             if not chosen:
                 raise ConfigError(f"no requested scale applies to pe '{pe}' ({', '.join(requested)}); "
                                   f"scales for {pe}: {', '.join(fits)}")
+        chosen = with_baseline(chosen)
         cells += [compose([*overrides_for(overrides, s, options), f"pe={pe}", f"scale={s}"]) for s in chosen]
     if "all" not in scales:
         for s in requested:
@@ -73,6 +75,11 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
                 raise ConfigError(f"scale '{s}' does not apply to pe {', '.join(applicable)}: it rescales "
                                   f"{acts_on}; scales that apply: {which}")
     return cells
+
+
+def with_baseline(scales: Sequence[str]) -> list[str]:
+    """``none`` first, then the other scales: the unscaled model is what a rescaling is read against."""
+    return ["none", *(s for s in scales if s != "none")]
 
 
 def overrides_for(overrides: Sequence[str], scale: str, options: dict[str, dict[str, Any]]) -> list[str]:
@@ -110,4 +117,4 @@ def cells_of(cfg: DictConfig, scales: Sequence[str], factor: float | None = None
         raise ConfigError(f"no scale of extrapolation.scales ({', '.join(requested)}) applies to pe '{cfg.choices.pe}'")
     if factor is not None:
         options = {s: {**node, "factor": factor} if "factor" in node else node for s, node in options.items()}
-    return [with_scale(cfg, s, options[s]) for s in fits]
+    return [with_scale(cfg, s, options[s]) for s in with_baseline(fits)]

@@ -48,7 +48,7 @@ def c1(tables: Tables, meta: Meta) -> Section:
     s = start("C1")
     t = order_rows(tables)
     if t is None:
-        s.lines = missing("order")
+        s.lines = missing(tables, "order")
         return s
     count = f"{int(t['order.permutations'].max())} " if "order.permutations" in t else ""
     s.lines = [f"Test: `posenc order` — the relative change ‖f(Px) − P·f(x)‖/‖f(x)‖ over {count}random permutations, at "
@@ -77,7 +77,7 @@ def c2(tables: Tables, meta: Meta) -> Section:
     s = start("C2")
     t = order_rows(tables)
     if t is None:
-        s.lines = missing("order")
+        s.lines = missing(tables, "order")
         return s
     blind = encoding(t["pe"].unique(), "nothing")
     causal = select(t, pe=blind, attention="causal")
@@ -137,7 +137,7 @@ def c3(tables: Tables, meta: Meta) -> Section:
                     parts.append(f"{pe}/{method}: " + ", ".join(f"{c} {accuracy(p, c)}" for c in cols))
         lines.append(f"Images (`suite/resolution.csv`): a table trained on the {train_px(r)} grid must be resampled to "
                      "be used on another; accuracy without fine-tune — " + "; ".join(parts) + ".")
-    s.lines = lines or missing("extrapolation_text")
+    s.lines = lines or missing(tables, "extrapolation_text")
     return s
 
 
@@ -145,7 +145,7 @@ def c5(tables: Tables, meta: Meta) -> Section:
     s = start("C5")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing("extrapolation_text")
+        s.lines = missing(tables, "extrapolation_text")
         return s
     ns = lengths(t)
     s.lines = [f"Test: `posenc extrapolate` — bits per byte of the byte-level LM trained at {ns[0]} bytes, scored at "
@@ -178,7 +178,7 @@ def c11(tables: Tables, meta: Meta) -> Section:
     s = start("C11")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing("extrapolation_text")
+        s.lines = missing(tables, "extrapolation_text")
         return s
     rope = claim("C11").subject("scheme")
     rows, ns = select(t, pe=rope), lengths(t)
@@ -205,7 +205,7 @@ def c11(tables: Tables, meta: Meta) -> Section:
 def check_lines(tables: Tables, key: str) -> list[str]:
     t = completed(tables.get("check"))
     if t is None or not len(t):
-        return missing("check")
+        return missing(tables, "check")
     part = t[t["claim"] == key]
     if not len(part):
         return [f"`posenc check` measured nothing for {key}."]
@@ -248,7 +248,7 @@ def c6(tables: Tables, meta: Meta) -> Section:
     s = start("C6")
     t = completed(tables.get("resolution_similarity"))
     if t is None or not len(t):
-        s.lines = missing("resolution")
+        s.lines = missing(tables, "resolution")
         return s
     rows = [{"pe": pe, "rank corr. at init": str(estimate(p, "rank_corr_init")),
              "rank corr. trained": str(estimate(p, "rank_corr_trained")),
@@ -267,7 +267,7 @@ def c7(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C7"), claim("C7").subjects
     r = present(tables, "resolution")
     if r is None or not len(r):
-        s.lines = missing("resolution")
+        s.lines = missing(tables, "resolution")
         return s
     steps = sorted(int(x) for x in r["finetune_steps"].dropna().unique())
     s.lines = [f"Test: `posenc resolution` — the ViT trained at {train_px(r)} on shapes labelled by quadrant, accuracy at "
@@ -327,7 +327,7 @@ def c12(tables: Tables, meta: Meta) -> Section:
                          f"rescaling) against {raw[1]} raw; paired by seed {moved[0]} − {raw[0]} {gap}: "
                          f"{_helps(gap.verdict(), higher_is_better=False)}")
     if not rows:
-        s.lines = missing("resolution")
+        s.lines = missing(tables, "resolution")
         return s
     s.lines = ["Both experiments side by side: the longest length / highest resolution, without fine-tune.", "",
                md(pd.DataFrame(rows)), ""]

@@ -87,7 +87,7 @@ def alibi(tables: Tables, meta: Meta) -> Section:
     s, paper = start("ALiBi"), finding("ALiBi")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing("extrapolation_text")
+        s.lines = missing(tables, "extrapolation_text")
         return s
     d = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique()}
     s.lines = [f"Ours, rise in bits per byte from the training length to {multiple(t)} (no fine-tune): "
@@ -136,7 +136,7 @@ def pi(tables: Tables, meta: Meta) -> Section:
     s, paper = start("PI"), finding("PI")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing("extrapolation_text")
+        s.lines = missing(tables, "extrapolation_text")
         return s
     ns, rope, scale = lengths(t), paper.subject("scheme"), paper.subject("scale")
     raw_rows = select(as_trained(t), pe=rope, metric="bpb")
@@ -180,7 +180,7 @@ def yarn(tables: Tables, meta: Meta) -> Section:
     s, paper = start("YaRN"), finding("YaRN")
     target = _target(tables)
     if target is None:
-        s.lines = missing("extrapolation_target")
+        s.lines = missing(tables, "extrapolation_target")
         return s
     t, factor = target
     spans = dict(zip(("within", "beyond"), _spans(t, factor)))
@@ -220,7 +220,7 @@ def rope_vit(tables: Tables, meta: Meta) -> Section:
     s, paper = start("RoPE-ViT"), finding("RoPE-ViT")
     r = present(tables, "resolution")
     if r is None:
-        s.lines = missing("resolution")
+        s.lines = missing(tables, "resolution")
         return s
     px, cols = train_px(r), pixels(r)
     higher = [c for c in cols if int(c[:-2]) > int(px[:-2])]
@@ -247,7 +247,7 @@ def nope(tables: Tables, meta: Meta) -> Section:
     s, paper = start("NoPE"), finding("NoPE")
     t, p = ext_table(tables), ext_table(tables, "extrapolation_passkey")
     if t is None and p is None:
-        s.lines = missing("extrapolation_passkey")
+        s.lines = missing(tables, "extrapolation_passkey")
         return s
     subject, lines = paper.subject("scheme"), []
     if p is not None:

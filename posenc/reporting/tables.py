@@ -41,7 +41,12 @@ class Section:
         return "\n".join([f"### {self.key} — {self.title}", "", f"*{self.statement}*", "", *body, ""])
 
 
-def missing(name: str) -> list[str]:
+def missing(tables: Tables, name: str) -> list[str]:
+    """Why a section has nothing to read: the sweep did not run, or none of its models learned."""
+    t = completed(tables.get(name))
+    if t is not None and len(t) and under_target(t).all():
+        return [f"Not measured: no model of the suite's `{name}` sweep reached its training target "
+                "(see \"Models under their training target\")."]
     return [f"Not measured: the suite's `{name}` sweep is missing from this run (`posenc suite --only …`?)."]
 
 

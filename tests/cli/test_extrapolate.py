@@ -58,7 +58,9 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     assert code == 0, err
     [run] = list((tmp_path / "runs").iterdir())
     table = pd.read_csv(run / "table.csv")
-    assert list(zip(table.finetune_steps, table.metric)) == [(0, "accuracy"), (0, "loss"), (2, "accuracy"), (2, "loss")]
+    # --scale yarn comes with its unscaled baseline
+    assert list(zip(table.scale, table.finetune_steps, table.metric)) == [
+        (s, ft, m) for s in ("none", "yarn") for ft in (0, 2) for m in ("accuracy", "loss")]
     assert table[["16", "24"]].loc[table.metric == "accuracy"].stack().between(0, 1).all()
     assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")

@@ -19,12 +19,12 @@ runner = CliRunner()
 TINY_LM = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=64", "train.batch_size=4",
            "train.warmup_steps=1", "train.log_every=1", "train.eval_every=1000", "train.checkpoint_every=1000",
            "eval.max_windows=4", "eval.periodic_windows=2", "train.seq_len=16", "train.steps=3",
-           "extrapolation.lengths=[16,32]"]
+           "extrapolation.lengths=[16,32]", "train.target_accuracy=null"]  # no target: a 3-step model reads as is
 TINY_VIT = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32", "task.val_size=8",
             "train.batch_size=4", "train.steps=2", "train.warmup_steps=1", "train.eval_every=1000",
-            "eval.periodic_windows=4"]
+            "eval.periodic_windows=4", "train.target_accuracy=null"]
 TINY_ORDER = ("order.overrides=['train.steps=2','train.warmup_steps=1','model.d_model=16','model.n_layers=1',"
-              "'model.mlp_hidden=32','task.eval_size=16']")
+              "'model.mlp_hidden=32','task.eval_size=16','train.target_accuracy=null']")
 
 
 def tiny_suite(path: Path, seeds=(0, 1), extra: list[str] | None = None) -> Path:
@@ -118,7 +118,7 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
                            "resolution_similarity", "resolution_relational", "order", "check"}
     assert (out / "suite" / "resolution_relational.png").exists()
     target = tables["extrapolation_target"]
-    assert set(target.scale) == {"pi", "ntk", "yarn"} and set(target.finetune_steps) == {0, 1}
+    assert set(target.scale) == {"none", "pi", "ntk", "yarn"} and set(target.finetune_steps) == {0, 1}
     assert set(target["extrapolation.factor"]) == {2.0}
     ext = tables["extrapolation_text"]
     assert sorted(ext.seed.unique()) == [0, 1]
@@ -173,7 +173,7 @@ def test_select_picks_options_by_their_class_facts():
 
 @pytest.mark.parametrize(("select", "message"), [
     ({"pe": {"dims": 1}}, "suite sweep check: pe classes have no fact 'dims'; valid: adds_bias, adds_embedding, "
-                          "counterpart, encodes, ndim, rotates_qk"),
+                          "counterpart, encodes, grid_methods, ndim, rotates_qk"),
     ({"pe": {"ndim": 3}}, "suite sweep check: select pe {'ndim': 3} matches no option"),
     ({"pe": "nothere"}, "suite sweep check: unknown pe 'nothere'; valid: alibi"),
     ({"pe": [1]}, "suite sweep check: select pe takes facts ({ndim: 1}), option names or a list of them, not 1"),

@@ -92,8 +92,9 @@ def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
     cfgs = job_cells(rope, ["none", "pi", "ntk", "yarn"])
     assert cells_of(cfgs) == [("rope", "none"), ("rope", "pi"), ("rope", "ntk"), ("rope", "yarn")]
     assert cfgs[1].scale.factor is None and cfgs[1].scale.original_length == 16  # the interpolation resolves
-    fixed = job_cells(rope, ["pi", "yarn"], factor=4.0)
-    assert [c.scale.factor for c in fixed] == [4.0, 4.0] and rope.scale._target_.endswith("NoScale")
+    fixed = job_cells(rope, ["pi", "yarn"], factor=4.0)  # the unscaled baseline always joins
+    assert cells_of(fixed) == [("rope", "none"), ("rope", "pi"), ("rope", "yarn")]
+    assert [c.scale.get("factor") for c in fixed] == [None, 4.0, 4.0] and rope.scale._target_.endswith("NoScale")
     assert cells_of(job_cells(compose(["experiment=extrapolation", "pe=alibi", *TINY[1:]]), ["none", "pi"])) == [
         ("alibi", "none")]
     assert [s for _, s in cells_of(job_cells(rope, ["all"]))] == ["none", "dynamic", "llama3", "ntk", "pi", "yarn"]

@@ -338,3 +338,15 @@ def test_models_under_their_target_are_named_and_left_out_of_the_averages():
     r["reached_target"] = True
     assert "Every model reached its training target." in render(tables(resolution=r), META)
     assert "training target" not in render(tables(), META)
+
+
+def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
+    """Every run under its target leaves nothing to read; the section says why (before: 'missing')."""
+    from posenc.reporting.tables import missing
+
+    t = pd.DataFrame({"pe": ["rope", "rope"], "seed": [0, 1], "status": ["completed"] * 2,
+                      "reached_target": [False, False]})
+    assert missing({"extrapolation_text": t}, "extrapolation_text") == [
+        "Not measured: no model of the suite's `extrapolation_text` sweep reached its training target "
+        "(see \"Models under their training target\")."]
+    assert "is missing from this run" in missing({}, "extrapolation_text")[0]
