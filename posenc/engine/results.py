@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from posenc.core.errors import UserError
-from posenc.core.io import atomic_write_text, write_json, write_table
+from posenc.core.io import atomic_write_text, write_json
 
 RESULTS_ENV = "POSENC_RESULTS"
 

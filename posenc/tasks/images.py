@@ -14,7 +14,7 @@ the last (seed claim C1).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F

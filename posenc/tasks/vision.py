@@ -10,7 +10,7 @@ training at ``task.resolution`` and evaluation at any other.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F

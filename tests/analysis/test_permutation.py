@@ -1,9 +1,7 @@
 import pytest
 import torch
 from tiny_models import TinyViT
-from torch import nn
 
-from posenc.models.blocks import Block
 from posenc.models.lm import CausalLM
 from posenc.pe.learned import LearnedPE
 from posenc.pe.nope import NoPE

@@ -1,5 +1,4 @@
 import pandas as pd
-import torch
 
 from posenc.experiments.check import Scheme, is_fixed_embedding, measurements, plan, run
 from posenc.engine.config import list_options

@@ -6,7 +6,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from posenc.models import from_hf_llama  # noqa: E402
-from posenc.pe.rope import RoPE, apply_rope  # noqa: E402
+from posenc.pe.rope import RoPE  # noqa: E402
 
 CONFIGS = [
     {},

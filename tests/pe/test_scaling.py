@@ -1,6 +1,5 @@
 """Scales: which schemes they apply to, and what they do to a trained scheme."""
 
-import pytest
 import torch
 
 from posenc.models.lm import CausalLM
