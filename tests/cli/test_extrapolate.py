@@ -20,7 +20,8 @@ def test_end_to_end_table_files_and_cache(cli, tmp_path):
                  "per_position.png", "config.yaml", "summary.json"):
         assert (run / name).stat().st_size > 0, name
     table = pd.read_csv(run / "table.csv")
-    assert list(table.columns) == ["pe", "scale", "finetune_steps", "metric", "16", "32"]
+    assert list(table.columns) == ["pe", "scale", "finetune_steps", "metric", "16", "32",
+                                   "steps", "criterion", "target", "reached_target", "target_step"]
     assert list(zip(table.pe, table.scale, table.metric)) == [
         ("rope", "none", "bpb"), ("rope", "none", "ppl"), ("rope", "pi", "bpb"), ("rope", "pi", "ppl"),
         ("learned", "none", "bpb"), ("learned", "none", "ppl"),
