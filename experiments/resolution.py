@@ -232,7 +232,8 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         if learned is not None:
             sim = cosine_similarity_matrix(learned.cpu())
             corr_init = grid_rank_correlation(cosine_similarity_matrix(init.cpu()), grid0)
-            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0)})
+            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0),
+                               **trained_at})
             plot_similarity(sim, grid0, f"{name}: position-embedding similarity (rank corr. "
                             f"{similarity[-1]['rank_corr_trained']:.2f})", run_dir.path / f"similarity_{name}.png")
         ft_cfg = dataclasses.replace(setup.train, steps=max(settings.finetune_steps, 1), lr=settings.finetune_lr,

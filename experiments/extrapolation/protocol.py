@@ -148,6 +148,8 @@ def run(
             depth = pd.DataFrame(depth_rows).pivot_table(index=["pe", "scale", "finetune_steps", "depth"],
                                                          columns="length", values="accuracy").reset_index()
             depth.columns = [str(c) for c in depth.columns]
+            ended = pd.DataFrame([{"pe": c.pe, **{k: models[c.key].record[k] for k in TRAINED_AT}} for c in cells])
+            depth = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
             write_table(depth, run_dir.path, "depth")
             plot_depth(depth, run_dir.path)
         plot(table, per_position, metrics[0], train_len=cells[0].setup.train.seq_len, folder=run_dir.path)

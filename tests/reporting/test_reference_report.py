@@ -370,3 +370,16 @@ def test_an_extrapolation_model_under_its_target_is_named_and_left_out():
     assert "sinusoidal rises by 0.8 [0.8, 0.8] (n=3)" in section(text, "C5")  # the others keep every seed
     pi = section(text, "PI")
     assert "(n=2)" in pi and "(n=3)" not in pi
+
+
+def test_the_similarity_of_a_table_under_its_target_is_left_out_and_named_once():
+    """C6 reads the similarity rows of models that reached their target (before: every row); the
+    side table's models are named once, under their sweep."""
+    r, sim = resolution(), similarity()
+    r["reached_target"] = ~((r["pe"] == "learned") & (r["seed"] == 2))
+    sim["reached_target"] = ~((sim["pe"] == "learned") & (sim["seed"] == 2))
+    sim.loc[~sim["reached_target"], "rank_corr_trained"] = -0.9  # the seed that did not learn
+    text = render(tables(resolution=r, resolution_similarity=sim), META)
+    assert "gains 0.5 [0.5, 0.5] (n=2)" in section(text, "C6")
+    under = text.split("## Models under their training target")[1].split("## ")[0]
+    assert "- `resolution`: 1 did not learn — learned (seed 2)." in under and "resolution_similarity" not in under
