@@ -256,8 +256,12 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
         constant += [c for c in ("cache_dir",) if c in main]  # where the models were cached: not a result
         tables[name] = main.drop(columns=constant + ["job"])
         for side in SIDE_TABLES:
-            if any(folder.glob(f"*/runs/*/{side}.csv")):  # jobs without it get a row without scores
-                extra = long_table(folder, side).dropna()
+            if any(folder.glob(f"*/runs/*/{side}.csv")):
+                extra = long_table(folder, side)
+                # jobs without it get a row with none of its columns; a row of it may hold a NaN
+                # (a length a scheme cannot represent, the target step of a model that missed it)
+                own = [c for c in extra.columns if c not in _override_keys(sweep["overrides"]) | {"job", "status"}]
+                extra = extra.dropna(subset=own, how="all")
                 tables[f"{name}_{side}"] = extra.drop(columns=[c for c in constant if c in extra] + ["job"])
     return tables
 
