@@ -1,8 +1,8 @@
 """Protocol ``extrapolation``: train at length L, evaluate at L..16L under each rescaling.
 
-One cell is a (position scheme, scale) pair, a composed config each; cells that differ only in the
-scale share one trained model (``posenc.experiments.cache``, keyed by the training config). The files, in the order a
-run uses them:
+One cell is a (position scheme, scale) pair, a composed config each; cells that differ only in
+the scale share one trained model (``posenc.experiments.cache``, keyed by the training config).
+The files, in the order a run uses them:
 
 * ``plan``: which (scheme, scale) cells a request means (``posenc extrapolate``, a sweep job);
 * ``scoring``: one rescaled model scored at one length, per-position buckets, fine-tuning at a
