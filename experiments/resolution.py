@@ -1,6 +1,7 @@
 """Protocol ``resolution``: train a ViT at one resolution, evaluate it at others (seed claims C3, C6, C7, C12).
 
-For every scheme: train at ``task.resolution``; for every evaluation resolution and every method
+For every scheme: train at ``task.resolution`` (or load the model from the cache,
+``posenc.experiments.cache``, when the same training config ran before); for every evaluation resolution and every method
 that applies to the scheme (``posenc.pe.grid``), copy the model, move it to the new grid
 (``ViT.set_resolution``: resample the table, or keep / rescale the coordinates) and score the
 validation images rendered or resized to that resolution; optionally fine-tune the copy for a
@@ -33,8 +34,7 @@ from posenc.core.io import atomic_write_bytes, save_figure, write_table
 from posenc.engine.results import RunDir
 from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
 from posenc.engine.training import resolve_device, train
-
-TRAINED_AT = ["steps", "criterion", "target", "reached_target", "target_step"]  # per scheme, beside its accuracies
+from posenc.experiments.cache import TRAINED_AT, cache_dir, trained
 
 
 @dataclass
@@ -175,15 +175,15 @@ def run(
     run_dir = RunDir.create(results_root, "resolution-" + "-".join(names),
                             {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]})
     try:
-        long, similarity = _run(setups, plans, settings, run_dir, on_log)
+        long, similarity = _run(setups, plans, settings, run_dir, cache_dir(setups[0].config, results_root), on_log)
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
     table = long.pivot_table(index=["pe", "method", "finetune_steps"], columns="resolution", values="accuracy",
                              sort=False).reset_index()
     table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
-    trained = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
-    table = table.merge(trained, on="pe", how="left")
+    ended = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
+    table = table.merge(ended, on="pe", how="left")
     write_table(table, run_dir.path)
     write_table(long, run_dir.path, "long")
     task = setups[0].task
@@ -192,7 +192,8 @@ def run(
         write_table(pd.DataFrame(similarity), run_dir.path, "similarity")
     run_dir.update_summary(status="completed", run_dir=str(run_dir.path), train_resolution=task.resolution,
                            chance=1 / task.num_classes, similarity=similarity,
-                           training=trained.astype(object).where(trained.notna(), None).to_dict("records"))
+                           training=ended.astype(object).where(ended.notna(), None).to_dict("records"),
+                           models=[{k: r[k] for k in ("pe", "cache", "reused")} for r in run_dir.records])
     return table, run_dir
 
 
@@ -207,7 +208,7 @@ def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     return run([cfg], results_root=results_root)
 
 
-def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig, run_dir: RunDir,
+def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig, run_dir: RunDir, cache: Path,
          on_log: Callable[[dict[str, Any]], None] | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []
     similarity: list[dict[str, Any]] = []
@@ -219,20 +220,20 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         init = _embeddings(model)
         started = time.perf_counter()
         log = (lambda r, o=offset: on_log({**r, "step": r["step"] + o})) if on_log else None
-        periodic = task.eval_set(max_items=ev.periodic_windows)
-        result = train(model, lambda b, g: task.train_batch(b, task.resolution, g), setup.train, seed=setup.seed,
-                       run=None, target=setup.target,
-                       validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device), on_log=log)
-        offset += result.steps
-        trained_at = {"steps": result.steps, **result.target_record()}  # the TRAINED_AT columns
-        run_dir.log({"pe": name, "train_loss": result.train_loss, **trained_at, "seconds": time.perf_counter() - started})
+        # the training of posenc train (posenc.experiments.train.fit): at task.resolution, to the target
+        model_of = trained(setup, cache, lambda steps: log)
+        offset += model_of.record["steps"]
+        trained_at = {k: model_of.record[k] for k in TRAINED_AT}
+        run_dir.log({"pe": name, "train_loss": model_of.record["train_loss"], **trained_at, "cache": str(model_of.folder),
+                     "reused": model_of.reused, "seconds": time.perf_counter() - started})
         weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         atomic_write_bytes(run_dir.path / "checkpoints" / f"{name}.safetensors", save(weights))
-        trained = _embeddings(model)
-        if trained is not None:
-            sim = cosine_similarity_matrix(trained.cpu())
+        learned = _embeddings(model)
+        if learned is not None:
+            sim = cosine_similarity_matrix(learned.cpu())
             corr_init = grid_rank_correlation(cosine_similarity_matrix(init.cpu()), grid0)
-            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0)})
+            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0),
+                               **trained_at})
             plot_similarity(sim, grid0, f"{name}: position-embedding similarity (rank corr. "
                             f"{similarity[-1]['rank_corr_trained']:.2f})", run_dir.path / f"similarity_{name}.png")
         ft_cfg = dataclasses.replace(setup.train, steps=max(settings.finetune_steps, 1), lr=settings.finetune_lr,

@@ -1,14 +1,13 @@
 """Protocol ``extrapolation``: train at length L, evaluate at L..16L under each rescaling.
 
-One cell is a (position scheme, scale) pair, a composed config each. The files, in the order a
-run uses them:
+One cell is a (position scheme, scale) pair, a composed config each; cells that differ only in
+the scale share one trained model (``posenc.experiments.cache``, keyed by the training config).
+The files, in the order a run uses them:
 
 * ``plan``: which (scheme, scale) cells a request means (``posenc extrapolate``, a sweep job);
-* ``cache``: a cell, and its training cached under ``<root>/cache/<hash>/`` by the hash of the
-  training config, so cells that differ only in the scale train once;
 * ``scoring``: one rescaled model scored at one length, per-position buckets, fine-tuning at a
   length (the PI / YaRN protocol);
-* ``protocol``: checks before any work, the run itself and the sweep job
+* ``protocol``: a cell, checks before any work, the run itself and the sweep job
   (``posenc.experiments.extrapolation.protocol.job``);
 * ``plots``: ``length.png``, ``per_position.png``, ``depth.png``.
 """

@@ -12,8 +12,9 @@ import copy
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -23,14 +24,28 @@ from posenc.core.io import write_table
 from posenc.engine.build import build
 from posenc.engine.config import experiment_settings, instantiate
 from posenc.engine.results import RunDir, config_hash
+from posenc.engine.build import Setup
 from posenc.engine.training import resolve_device
-from posenc.experiments.extrapolation.cache import Cell, Stage, train_or_load, training_config
+from posenc.experiments.cache import TRAINED_AT, Trained, cache_dir, trained, training_config
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
 from posenc.experiments.extrapolation.plots import plot, plot_depth
 from posenc.experiments.extrapolation.scoring import buckets, finetune, score
 from posenc.pe.base import PositionOutOfRange
 
 MULTIPLES = (1, 2, 4, 8, 16)
+# called before each training or fine-tune with (label, steps); returns the step logger or None
+Stage = Callable[[str, int], Callable[[dict[str, Any]], None] | None]
+
+
+@dataclasses.dataclass
+class Cell:
+    """One (scheme, scale) pair; cells with the same ``key`` (hash of the training config) share one model."""
+
+    pe: str
+    scale_name: str
+    setup: Setup
+    scale: Any
+    key: str
 
 
 def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_steps: int) -> tuple[list[Cell], list[int]]:
@@ -75,8 +90,10 @@ def run(
     """Evaluate every cell at every length; write the run directory; return the table.
 
     Rows: pe × scale × finetune_steps × metric (``bpb``, ``ppl`` for text; ``accuracy``, ``loss``
-    for a generated task); one column per evaluated length. NaN where a scheme cannot represent
-    the length (a learned table past its rows with scale ``none``).
+    for a generated task); one column per evaluated length (NaN where a scheme cannot represent
+    the length: a learned table past its rows with scale ``none``), then how the cell's model
+    trained (``TRAINED_AT``: steps, criterion, target, reached_target, target_step). A model comes
+    from the cache folder (``cache_dir``, default ``<results_root>/cache``) when trained there before.
     """
     cfgs = [cfgs] if isinstance(cfgs, DictConfig) else list(cfgs)
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
@@ -84,19 +101,24 @@ def run(
     metrics = ("accuracy", "loss") if task.answer_only else ("bpb", "ppl")
     config = {"lengths": lengths, "finetune_steps": finetune_steps, "n_buckets": n_buckets,
               "cells": [c.setup.config for c in cells]}
+    cache = cache_dir(cells[0].setup.config, results_root)
     run_dir = RunDir.create(results_root, f"extrapolate-{cells[0].setup.config['choices']['task']}", config)
     started = time.perf_counter()
     try:
-        rows, positions, depth_rows, models, notes = [], [], [], {}, []
+        rows, positions, depth_rows, notes = [], [], [], []
+        models: dict[str, Trained] = {}
         for cell in cells:
             if cell.key not in models:
-                models[cell.key] = train_or_load(cell, Path(results_root), stage)
-            trained, cache, reused = models[cell.key]
+                label = f"train {cell.pe}"
+                models[cell.key] = trained(cell.setup, cache,
+                                           (lambda steps, label=label: stage(label, steps)) if stage else None)
+            model_of = models[cell.key]
+            trained_at = {k: model_of.record[k] for k in TRAINED_AT}
             device = resolve_device(cell.setup.train.device)
             for ft in ([0, finetune_steps] if finetune_steps else [0]):
                 values = {m: {} for m in metrics}
                 for length in lengths:
-                    model = copy.deepcopy(trained)
+                    model = copy.deepcopy(model_of.model)
                     cell.scale.apply(model.pe, length)
                     try:
                         if ft:
@@ -116,7 +138,8 @@ def run(
                     for depth, acc in scores["groups"].items():
                         depth_rows.append({**head, "depth": depth, "accuracy": acc})
                 for m in metrics:
-                    rows.append({"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "metric": m, **values[m]})
+                    rows.append({"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "metric": m, **values[m],
+                                 **trained_at})
         table = pd.DataFrame(rows)
         per_position = pd.DataFrame(positions)
         write_table(table, run_dir.path)
@@ -125,6 +148,8 @@ def run(
             depth = pd.DataFrame(depth_rows).pivot_table(index=["pe", "scale", "finetune_steps", "depth"],
                                                          columns="length", values="accuracy").reset_index()
             depth.columns = [str(c) for c in depth.columns]
+            ended = pd.DataFrame([{"pe": c.pe, **{k: models[c.key].record[k] for k in TRAINED_AT}} for c in cells])
+            depth = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
             write_table(depth, run_dir.path, "depth")
             plot_depth(depth, run_dir.path)
         plot(table, per_position, metrics[0], train_len=cells[0].setup.train.seq_len, folder=run_dir.path)
@@ -133,8 +158,8 @@ def run(
         raise
     run_dir.update_summary(
         status="completed", run_dir=str(run_dir.path), seconds=time.perf_counter() - started, notes=notes,
-        models=[{"pe": c.pe, "scale": c.scale_name, "cache": str(models[c.key][1]), "reused": models[c.key][2]}
-                for c in cells])
+        models=[{"pe": c.pe, "scale": c.scale_name, "cache": str(models[c.key].folder), "reused": models[c.key].reused,
+                 **models[c.key].record} for c in cells])
     return table, run_dir
 
 

@@ -9,6 +9,8 @@ union of such filters and option names). Running it makes one folder::
     <root>/suites/<timestamp>-<suite>/
         suite.json       the suite, its seeds and launcher, each sweep's jobs, folder, model and timings
         sweeps/<…>/      one ``posenc sweep`` folder per sweep (jobs, runs.md, stats.md)
+        cache/           the trained models of every sweep (``cache_dir``): a model that two sweeps
+                         need trains once (``posenc.experiments.cache``)
 
 ``collect`` gathers every sweep's rows into one long table per sweep (one row per table row of
 every job, with its seed), which ``posenc.reporting.reference_report`` turns into results/REPORT.md;
@@ -34,6 +36,7 @@ from posenc.core.io import write_json
 from posenc.engine.results import make_unique_dir
 
 SUITE_FILE = "suite.json"
+CACHE = "cache"  # the suite's model cache, shared by all its sweeps
 # extra tables a sweep's runs write beside their main one, collected as <sweep>_<name>
 SIDE_TABLES = ("similarity", "depth")
 
@@ -188,8 +191,15 @@ def machine() -> dict[str, Any]:
 
 
 def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: str) -> Path:
-    """A new suite folder under ``<root>/suites/`` with its ``suite.json``."""
+    """A new suite folder under ``<root>/suites/`` with its ``suite.json``; every job of every
+    planned sweep gets the override ``cache_dir=<suite folder>/cache``, so that sweeps share
+    their trained models."""
     path = make_unique_dir(Path(root) / "suites", f"{time.strftime('%Y%m%d-%H%M%S')}-{suite.name}")
+    shared = f"cache_dir={quoted(str((path / CACHE).resolve()))}"
+    for p in planned:
+        p.overrides.append(shared)
+        for job in p.jobs:
+            job.append(shared)
     write_json(path / SUITE_FILE, {
         "suite": suite.name, "description": suite.description, "launcher": launcher,
         "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
@@ -198,6 +208,11 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "seconds": None,
     })
     return path
+
+
+def quoted(value: str) -> str:
+    """``value`` as a quoted Hydra override value (a path may hold characters Hydra parses)."""
+    return "'" + value.replace("'", "\\'") + "'"
 
 
 def read(suite_dir: Path) -> dict[str, Any]:
@@ -238,10 +253,15 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
         constant = [c for c in main.columns if c.split(".")[0] in ("model", "train", "eval", "task", "experiment")
                     and c not in ("task", "status") and c in _override_keys(sweep["overrides"])
                     and main[c].nunique(dropna=False) <= 1]
+        constant += [c for c in ("cache_dir",) if c in main]  # where the models were cached: not a result
         tables[name] = main.drop(columns=constant + ["job"])
         for side in SIDE_TABLES:
-            if any(folder.glob(f"*/runs/*/{side}.csv")):  # jobs without it get a row without scores
-                extra = long_table(folder, side).dropna()
+            if any(folder.glob(f"*/runs/*/{side}.csv")):
+                extra = long_table(folder, side)
+                # jobs without it get a row with none of its columns; a row of it may hold a NaN
+                # (a length a scheme cannot represent, the target step of a model that missed it)
+                own = [c for c in extra.columns if c not in _override_keys(sweep["overrides"]) | {"job", "status"}]
+                extra = extra.dropna(subset=own, how="all")
                 tables[f"{name}_{side}"] = extra.drop(columns=[c for c in constant if c in extra] + ["job"])
     return tables
 

@@ -246,8 +246,8 @@ def c8(tables: Tables, meta: Meta) -> Section:
 
 def c6(tables: Tables, meta: Meta) -> Section:
     s = start("C6")
-    t = completed(tables.get("resolution_similarity"))
-    if t is None or not len(t):
+    t = present(tables, "resolution_similarity")
+    if t is None:
         s.lines = missing(tables, "resolution")
         return s
     rows = [{"pe": pe, "rank corr. at init": str(estimate(p, "rank_corr_init")),

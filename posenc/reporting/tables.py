@@ -18,6 +18,7 @@ import pandas as pd
 
 from posenc.core.errors import ConfigError
 from posenc.engine.config import option_class
+from posenc.launch.suite import SIDE_TABLES
 from posenc.pe.resample import MODES
 from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate, under_target
 
@@ -106,13 +107,18 @@ def present(tables: Tables, name: str, everyone: bool = False) -> pd.DataFrame |
     return t if t is not None and len(t) else None
 
 
+def side_table(name: str, tables: Tables) -> bool:
+    """A sweep's side table (``resolution_similarity``): its models are its sweep's, named there."""
+    return any(name == f"{sweep}_{side}" for sweep in tables for side in SIDE_TABLES)
+
+
 def did_not_learn(tables: Tables) -> list[str]:
     """Per table that records it: which models did not reach their training target, by scheme
     (and model, attention where the table has them) and seed; empty when no table records it."""
     lines, recorded = [], False
     for name, table in tables.items():
         t = completed(table)
-        if t is None or "reached_target" not in t:
+        if t is None or "reached_target" not in t or side_table(name, tables):
             continue
         recorded = True
         under = t[under_target(t)]

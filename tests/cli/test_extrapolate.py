@@ -20,7 +20,8 @@ def test_end_to_end_table_files_and_cache(cli, tmp_path):
                  "per_position.png", "config.yaml", "summary.json"):
         assert (run / name).stat().st_size > 0, name
     table = pd.read_csv(run / "table.csv")
-    assert list(table.columns) == ["pe", "scale", "finetune_steps", "metric", "16", "32"]
+    assert list(table.columns) == ["pe", "scale", "finetune_steps", "metric", "16", "32",
+                                   "steps", "criterion", "target", "reached_target", "target_step"]
     assert list(zip(table.pe, table.scale, table.metric)) == [
         ("rope", "none", "bpb"), ("rope", "none", "ppl"), ("rope", "pi", "bpb"), ("rope", "pi", "ppl"),
         ("learned", "none", "bpb"), ("learned", "none", "ppl"),
@@ -64,7 +65,10 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     assert table[["16", "24"]].loc[table.metric == "accuracy"].stack().between(0, 1).all()
     assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")
-    assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[-2:]) == ["16", "24"]
+    assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[4:6]) == ["16", "24"]
+    assert list(depth.columns[6:]) == ["steps", "criterion", "target", "reached_target", "target_step"]
+    assert (depth.steps == 4).all() and not depth.reached_target.any()  # 4 steps: short of 0.95
+    assert (table.steps == 4).all() and not table.reached_target.any() and table.target_step.isna().all()
     [cache] = (tmp_path / "cache").iterdir()  # the trained model's folder records how its training ended
     summary = json.loads((cache / "summary.json").read_text())
     assert (summary["criterion"], summary["target"], summary["reached_target"], summary["target_step"]) == (

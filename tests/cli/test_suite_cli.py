@@ -128,12 +128,35 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     assert ext[["16", "32"]].notna().all().all()
     assert set(tables["resolution"].pe) == {"nope", "learned"} and set(tables["resolution_similarity"].pe) == {"learned"}
     assert sorted(tables["check"].seed.unique()) == [0, 1]
+    # extrapolation_target's RoPE is extrapolation_text's: trained once, in the suite's cache
+    for run in pd.read_csv(suite_dir / meta["sweeps"]["extrapolation_target"]["dir"] / "runs.csv").run_dir:
+        models = json.loads((Path(run) / "summary.json").read_text())["models"]
+        assert {m["reused"] for m in models} == {True} and {Path(m["cache"]).parent for m in models} == {
+            (suite_dir / "cache").resolve()}
+    assert not list(suite_dir.glob("sweeps/*/*/cache")) and "cache_dir" not in ext
+    for name in ("extrapolation_text", "extrapolation_target", "extrapolation_passkey", "resolution"):
+        assert {"steps", "criterion", "target", "reached_target", "target_step"} <= set(tables[name]), name
 
     # the report again from the finished folder: the same tables
     again = tmp_path / "again"
     result = runner.invoke(app, ["suite", "--report-from", str(suite_dir), "--out", str(again)])
     assert result.exit_code == 0, result.output
     pd.testing.assert_frame_equal(pd.read_csv(again / "suite" / "extrapolation_text.csv"), ext)
+
+
+def test_every_job_of_a_suite_gets_the_suite_cache_folder(tmp_path):
+    """posenc suite runs each sweep in its own folder and each job in its own results root; the
+    override cache_dir=<suite folder>/cache makes them share their trained models."""
+    from posenc.engine.config import compose
+    from posenc.launch.suite import create, load, plan, read
+
+    suite = load(str(tiny_suite(tmp_path / "tiny.yaml")))
+    planned = plan(suite, only=["extrapolation_text", "extrapolation_target"])
+    suite_dir = create(tmp_path / "res", suite, planned, "basic")
+    shared = f"cache_dir='{(suite_dir / 'cache').resolve()}'"
+    assert [job[-1] for p in planned for job in p.jobs] == [shared] * 6
+    assert all(s["overrides"][-1] == shared for s in read(suite_dir)["sweeps"].values())
+    assert compose(planned[1].jobs[0]).cache_dir == str((suite_dir / "cache").resolve())
 
 
 @pytest.mark.parametrize(("args", "message"), [

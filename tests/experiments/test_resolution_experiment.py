@@ -1,5 +1,7 @@
 """posenc.experiments.resolution on a tiny ViT: the table, the files, and checks before any work."""
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -51,6 +53,10 @@ def test_tiny_run_writes_the_table(tmp_path):
                                                                                   "rope2d_axial.safetensors"]
     similarity = pd.read_csv(run_dir.path / "similarity.csv")
     assert similarity.pe.tolist() == ["learned"] and similarity.rank_corr_trained.between(-1, 1).all()
+    assert similarity[["steps", "reached_target"]].values.tolist() == [[3, False]]  # how its model trained
+    models = run_dir.read_summary()["models"]
+    assert [(m["pe"], m["reused"]) for m in models] == [("learned", False), ("rope2d_axial", False)]
+    assert {Path(m["cache"]).parent for m in models} == {tmp_path / "cache"}
     assert run_dir.read_summary()["status"] == "completed"
 
 

@@ -350,3 +350,36 @@ def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
         "Not measured: no model of the suite's `extrapolation_text` sweep reached its training target "
         "(see \"Models under their training target\")."]
     assert "is missing from this run" in missing({}, "extrapolation_text")[0]
+
+
+def test_an_extrapolation_model_under_its_target_is_named_and_left_out():
+    """The extrapolation tables carry ``reached_target`` per trained model (one value on every row of
+    its scales and metrics, as the protocol writes it): a RoPE seed that missed its target, scored
+    with a rise of 5 bits, is named and left out of C5's rise and the PI finding, which read two seeds."""
+    t = extrapolation_text()
+    missed = (t["pe"] == "rope") & (t["seed"] == 1)
+    t.loc[missed & (t["metric"] == "bpb"), "256"] = 8.0
+    t["reached_target"], t["target_step"] = ~missed, np.where(missed, np.nan, 200.0)
+    g = extrapolation_target()
+    g["reached_target"] = g["seed"] != 1
+    text = render(tables(extrapolation_text=t, extrapolation_target=g), META)
+    under = text.split("## Models under their training target")[1].split("## ")[0]
+    assert "- `extrapolation_text`: 1 did not learn — rope (seed 1)." in under
+    assert "- `extrapolation_target`: 1 did not learn — rope (seed 1)." in under
+    assert "rope rises by 1 [1, 1] (n=2) bits per byte from 64 to 256" in section(text, "C5")
+    assert "sinusoidal rises by 0.8 [0.8, 0.8] (n=3)" in section(text, "C5")  # the others keep every seed
+    pi = section(text, "PI")
+    assert "(n=2)" in pi and "(n=3)" not in pi
+
+
+def test_the_similarity_of_a_table_under_its_target_is_left_out_and_named_once():
+    """C6 reads the similarity rows of models that reached their target (before: every row); the
+    side table's models are named once, under their sweep."""
+    r, sim = resolution(), similarity()
+    r["reached_target"] = ~((r["pe"] == "learned") & (r["seed"] == 2))
+    sim["reached_target"] = ~((sim["pe"] == "learned") & (sim["seed"] == 2))
+    sim.loc[~sim["reached_target"], "rank_corr_trained"] = -0.9  # the seed that did not learn
+    text = render(tables(resolution=r, resolution_similarity=sim), META)
+    assert "gains 0.5 [0.5, 0.5] (n=2)" in section(text, "C6")
+    under = text.split("## Models under their training target")[1].split("## ")[0]
+    assert "- `resolution`: 1 did not learn — learned (seed 2)." in under and "resolution_similarity" not in under

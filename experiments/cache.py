@@ -1,0 +1,109 @@
+"""Trained models cached by the hash of their training config, shared by every run that points at
+one cache folder: train once, evaluate many times.
+
+The folder is the config's ``cache_dir``, else ``<results root>/cache``; ``posenc suite`` sets
+``<suite folder>/cache`` for all its sweeps, so a model that two sweeps need (``extrapolation_text``'s
+RoPE and ``extrapolation_target``'s) trains once per suite::
+
+    <cache>/<hash>/              a completed training: config.yaml (its training config),
+                                 summary.json (how it ended), metrics.jsonl, checkpoint/
+    <cache>/.<hash>.<pid>[-n]/   a training in progress, never read
+
+A training runs in its own hidden folder and is published by one rename once complete, so no
+reader ever sees a half-written entry. Two jobs that want the same entry at once both train (the
+same weights, on CPU); the first to finish publishes and the other drops its folder. An entry
+counts only when its summary says completed and its weights exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from posenc.core.io import atomic_write_text
+from posenc.engine.build import Setup
+from posenc.engine.results import RunDir, config_hash, make_unique_dir
+from posenc.engine.training import load_weights
+from posenc.experiments.train import fit
+
+OnLog = Callable[[dict[str, Any]], None]
+# how a trained model's training ended: the columns every result table carries beside its scores
+TRAINED_AT = ["steps", "criterion", "target", "reached_target", "target_step"]
+
+
+@dataclasses.dataclass
+class Trained:
+    model: torch.nn.Module
+    folder: Path  # its cache entry
+    reused: bool  # loaded from the cache, not trained by this run
+    record: dict[str, Any]  # TRAINED_AT, and train_loss
+
+
+def training_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines the trained weights: model, scheme, task, training, seed, and the
+    validation sample that decides when the target is reached; not the scale or the evaluation."""
+    choices = {g: config["choices"].get(g) for g in ("model", "pe", "task", "train")}
+    return {**{k: config[k] for k in ("model", "pe", "task", "train", "seed")},
+            "periodic_windows": config["eval"]["periodic_windows"], "choices": choices}
+
+
+def cache_dir(config: Mapping[str, Any], results_root: Path) -> Path:
+    """The config's ``cache_dir``, else ``<results root>/cache``."""
+    given = config.get("cache_dir")
+    return Path(given) if given else Path(results_root) / "cache"
+
+
+def complete(entry: Path) -> bool:
+    run = RunDir(entry)
+    return ((entry / "summary.json").is_file() and run.read_summary().get("status") == "completed"
+            and (run.checkpoint_dir / "model.safetensors").is_file())
+
+
+def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | None = None) -> Trained:
+    """``setup.model`` trained, or loaded from ``cache`` when a completed training of the same
+    config is there. ``stage(steps)`` is called only before training; it returns the step logger."""
+    key = config_hash(training_config(setup.config))
+    entry = Path(cache) / key[:16]
+    if complete(entry):
+        summary = RunDir(entry).read_summary()
+        load_weights(RunDir(entry).checkpoint_dir, setup.model)
+        return Trained(setup.model, entry, True, {k: summary.get(k) for k in [*TRAINED_AT, "train_loss"]})
+    partial = make_unique_dir(Path(cache), f".{entry.name}.{os.getpid()}")
+    run = RunDir(partial)
+    atomic_write_text(partial / "config.yaml", yaml.safe_dump(training_config(setup.config), sort_keys=False))
+    run.write_summary({"status": "running", "config_hash": key})
+    try:
+        result = fit(setup, run, stage(setup.train.steps) if stage else None)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # a failed training leaves nothing to read
+        raise
+    record = {"steps": result.steps, **result.target_record(), "train_loss": result.train_loss}
+    run.update_summary(status="completed", seconds=result.seconds, **record)
+    publish(partial, entry)
+    return Trained(setup.model, entry, False, record)
+
+
+def publish(partial: Path, entry: Path) -> None:
+    """Put the completed training ``partial`` in place as ``entry`` with one rename. When another
+    job published the same training first, keep theirs; an incomplete ``entry`` (a crashed
+    training of an earlier version, which trained in place) is moved aside."""
+    for _ in range(3):
+        try:
+            os.rename(partial, entry)  # fails while entry exists and is not empty
+            return
+        except OSError:
+            if complete(entry):
+                shutil.rmtree(partial, ignore_errors=True)
+                return
+            try:
+                os.rename(entry, partial.with_name(partial.name + ".stale"))
+            except OSError:
+                pass  # another job moved it first
+    raise RuntimeError(f"could not publish the training {partial} as {entry}")
