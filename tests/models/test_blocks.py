@@ -1,5 +1,6 @@
 """The attention paths of ``posenc.models.blocks`` against SDPA itself."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
@@ -63,3 +64,57 @@ def test_fused_qkv_keeps_the_separate_state_dict_entries_and_loads_them():
     parts = [torch.empty(n, 32).normal_() for n in (32, 16, 16)]
     assert torch.equal(fused, torch.cat(parts))
 
+
+
+def test_attention_kernel_by_device_and_bias():
+    from posenc.models.blocks import attention_kernel
+
+    assert attention_kernel(torch.device("cpu"), False) == attention_kernel(torch.device("cuda"), False) == "sdpa"
+    assert attention_kernel(torch.device("cuda", 1), True) == "flex"
+    assert attention_kernel(torch.device("cpu"), True) == attention_kernel(torch.device("mps"), True) == "eager"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("form", ["table", "full", "batched"])
+def test_flex_bias_attention_equals_sdpa_with_the_full_mask(causal, form):
+    """The CUDA path (flex_attention with the bias in a score_mod), run by eager flex_attention on
+    the CPU, against SDPA with the full bias and causal mask, to 1e-5."""
+    from posenc.models.blocks import flex_bias_attention
+
+    torch.manual_seed(0)
+    b, n_h, s, h_d = 2, 3, 40, 8
+    q, k, v = (torch.randn(b, n_h, s, h_d) for _ in range(3))
+    if form == "table":
+        bias = torch.randn(n_h, 2 * s - 1)
+        i = torch.arange(s)
+        full = bias[:, (i[:, None] - i[None, :]) + s - 1]  # (n_h, s, s)
+    else:
+        bias = torch.randn(b if form == "batched" else 1, n_h, s, s)
+        full = bias
+    mask = full.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf")) if causal else full
+    with torch.no_grad():
+        ours = flex_bias_attention(q, k, v, bias, causal, compiled=False)
+        reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(b, n_h, s, s))
+    assert_close(ours, reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pe,extra", [("t5", ["+model.bias_chunk=8"]), ("fire", []), ("relative", [])])
+def test_models_route_a_bias_to_flex_where_selected(monkeypatch, pe, extra):
+    """With the selection forced to 'flex' (as on CUDA), a model's logits equal the eager paths':
+    a distance table (T5 in chunks) and a full bias (FIRE, relative) both reach flex_attention."""
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
+    from posenc.models import blocks
+
+    model = build(compose(["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.mlp_hidden=48",
+                           "train.seq_len=32", f"pe={pe}", *extra])).model.eval()
+    x = torch.randint(0, 256, (2, 32))
+    calls = []
+    flex = blocks.flex_bias_attention
+    with torch.no_grad():
+        eager = model(x)
+        monkeypatch.setattr(blocks, "attention_kernel", lambda device, bias: "flex" if bias else "sdpa")
+        monkeypatch.setattr(blocks, "flex_bias_attention", lambda *a, **kw: calls.append(a[3].dim()) or flex(*a, **kw))
+        routed = model(x)
+    assert calls == [2 if pe == "t5" else 3] * 2  # one call per layer: the table, or the full bias
+    assert_close(routed, eager, rtol=1e-5, atol=1e-5)
