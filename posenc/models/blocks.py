@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc.pe.base import PositionScheme, float32, toeplitz_distances
+from posenc.pe.base import PositionScheme, ScoreMod, float32, toeplitz_distances
 
 # Queries per SDPA call when the bias blocks are views (``toeplitz_bias_attention``): they cost no
 # memory, so a call can take many queries; under a causal mask a block wastes about chunk/2 keys
@@ -242,28 +242,18 @@ _BLOCK_MASKS: dict[tuple[int, str], Any] = {}  # causal block masks by (length, 
 _COMPILED_FLEX: list[Any] = []  # torch.compile(flex_attention), built on first use
 
 
-def flex_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, causal: bool,
-                        compiled: bool | None = None) -> torch.Tensor:
-    """softmax(q·kᵀ/√h_d + bias)·v through ``flex_attention``, the bias read inside its score_mod:
-    a distance table (n_h, 2s − 1) (entry m the distance m − (s − 1), ``pe.distance_bias``) or a
-    full (…, n_h, s, s) bias; causal masking is a block mask, so masked blocks are skipped.
-    q, k, v are (b, n_h, s, h_d). ``compiled`` (default: on CUDA) runs the fused kernel; eager
-    flex_attention is the unfused reference, used to test this path on the CPU (no backward there).
+def flex_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | ScoreMod,
+                        causal: bool, compiled: bool | None = None) -> torch.Tensor:
+    """softmax(q·kᵀ/√h_d + bias)·v through ``flex_attention``, the bias added inside its score_mod:
+    a scheme's own score_mod (``pe.score_mod``), or a full (…, n_h, s, s) bias read there; causal
+    masking is a block mask, so masked blocks are skipped. q, k, v are (b, n_h, s, h_d).
+    ``compiled`` (default: on CUDA) runs the fused kernel; eager flex_attention is the unfused
+    reference, used to test this path on the CPU (no backward there).
     """
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    b, n_h, s, _ = q.shape
-    if bias.dim() == 2:  # distance table
-        def score_mod(score, batch, head, i, j):
-            return score + bias[head, i - j + s - 1]
-    else:
-        full = bias.reshape(-1, *bias.shape[-3:])  # (1 or b, n_h, s, s)
-        if full.shape[0] == 1:
-            def score_mod(score, batch, head, i, j):
-                return score + full[0, head, i, j]
-        else:
-            def score_mod(score, batch, head, i, j):
-                return score + full[batch, head, i, j]
+    s = q.shape[2]
+    score_mod = bias if callable(bias) else full_score_mod(bias)
     block_mask = None
     if causal:
         key = (s, str(q.device))
@@ -275,6 +265,18 @@ def flex_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias:
     if compiled and not _COMPILED_FLEX:
         _COMPILED_FLEX.append(torch.compile(flex_attention, dynamic=False))
     return (_COMPILED_FLEX[0] if compiled else flex_attention)(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def full_score_mod(bias: torch.Tensor) -> ScoreMod:
+    """The score_mod adding a full (…, n_h, s, s) bias (leading dims 1 or the batch)."""
+    full = bias.reshape(-1, *bias.shape[-3:])  # (1 or b, n_h, s, s)
+    if full.shape[0] == 1:
+        def score_mod(score, batch, head, i, j):
+            return score + full[0, head, i, j]
+    else:
+        def score_mod(score, batch, head, i, j):
+            return score + full[batch, head, i, j]
+    return score_mod
 
 
 def key_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
@@ -335,12 +337,12 @@ class Attention(nn.Module):
             v = v.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
         flex = attention_kernel(q.device, bias is not None or (pe.adds_bias and positions is not None)) == "flex"
         if bias is None and pe.adds_bias and positions is not None:
-            table = None
-            if flex:  # one call over the whole sequence when the bias is a function of i − j
+            score_mod = None
+            if flex:  # one call over the whole sequence, the bias computed inside the kernel
                 with float32(q.device):
-                    table = pe.distance_bias(positions)  # (n_h, 2s − 1) or None
-            if table is not None:
-                y = flex_bias_attention(q, k, v, table, causal)
+                    score_mod = pe.score_mod(positions)
+            if score_mod is not None:
+                y = flex_bias_attention(q, k, v, score_mod, causal)
             else:
                 y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
         elif bias is None:

@@ -159,6 +159,25 @@ class FirePE(PositionScheme):
             self._segments = (key, fire_mlp_segments(self.mlp))
         return self._segments[1]
 
+    def score_mod(self, positions: torch.Tensor):
+        """For (s,) integer positions stepping by 1: score + mlp(ψ(|i − j|)·inv_i), the MLP
+        unrolled over its hidden units, ψ of every distance and 1/ψ(max(p_i, L)) of every query
+        computed once; nothing of size (s, s). Other positions: None."""
+        if positions.dim() != 1 or toeplitz_distances(positions) is None:
+            return None
+        psi = fire_psi(torch.arange(positions.shape[0], device=positions.device, dtype=torch.float32), self.c)
+        inv = 1 / (fire_psi(torch.maximum(positions.float(), self.threshold), self.c) + EPS)  # (s,)
+        w1, b1, w2, b2 = self.mlp[0].weight[:, 0], self.mlp[0].bias, self.mlp[2].weight, self.mlp[2].bias
+
+        def score_mod(score, batch, head, i, j):
+            x = psi[(i - j).abs()] * inv[i]
+            bias = b2[head]
+            for unit in range(w1.shape[0]):
+                bias = bias + w2[head, unit] * torch.relu(w1[unit] * x + b1[unit])
+            return score + bias
+
+        return score_mod
+
     def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
         distance = toeplitz_distances(positions)  # (2s − 1,)
         if distance is None or not bool(positions.max() < self.threshold):
