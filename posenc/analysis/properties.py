@@ -218,7 +218,9 @@ def values_untouched(pe: PositionScheme, head_dim: int, *, n_heads: int = 2,
     with torch.no_grad():
         rotation = pe.rotation(positions, x.dtype)
         out = attn(x, pe, rotation, None, causal=False)
-        q, k, v = attn.project(x)  # (1, n_h, s, h_d) each
+        q = attn.q(x).view(1, s, n_heads, head_dim).transpose(1, 2)  # (1, n_h, s, h_d)
+        k = attn.k(x).view(1, s, n_heads, head_dim).transpose(1, 2)  # (1, n_h, s, h_d)
+        v = attn.v(x).view(1, s, n_heads, head_dim).transpose(1, 2)  # (1, n_h, s, h_d)
         q, k = pe.rotate_qk(q, k, rotation)
         weights = F.softmax(q @ k.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)  # (1, n_h, s, s)
         ref = attn.o((weights @ v).transpose(1, 2).reshape(1, s, n_heads * head_dim))  # (1, s, d)

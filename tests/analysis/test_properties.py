@@ -86,17 +86,19 @@ class RotatesValues(Attention):
     """An attention that (wrongly) rotates V with the keys' rotation."""
 
     def forward(self, x, pe, rotation=None, bias=None, causal=True):
-        project = self.project
-
-        def rotating(h):
-            q, k, v = project(h)
-            return q, k, pe.rotate_qk(v, v, rotation)[1]
-
-        self.project = rotating  # only for this call: the check's own projection stays right
+        hook = self.v.register_forward_hook(
+            lambda mod, args, out: _rotated(pe, rotation, out, self.n_kv_heads, self.head_dim))
         try:
             return super().forward(x, pe, rotation, bias, causal)
         finally:
-            del self.project
+            hook.remove()
+
+
+def _rotated(pe, rotation, v, n_heads, head_dim):
+    b, s, _ = v.shape
+    v = v.view(b, s, n_heads, head_dim).transpose(1, 2)
+    _, v = pe.rotate_qk(v, v, rotation)
+    return v.transpose(1, 2).reshape(b, s, n_heads * head_dim)
 
 
 def test_c4_sinusoidal_shift_passes_and_a_swapped_pair_fails():

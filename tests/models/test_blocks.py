@@ -38,34 +38,6 @@ def test_bias_attention_without_gradient_is_sdpa_on_its_flash_kernel():
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=1e-6, atol=1e-6)
 
 
-def test_fused_qkv_keeps_the_separate_state_dict_entries_and_loads_them():
-    """The fused projection saves as q/k/v entries (views of it) and loads them back, so earlier
-    checkpoints and Llama's layout load; its first init draws the same numbers as three Linears."""
-    from posenc.models.blocks import Attention
-    from posenc.pe.nope import NoPE
-
-    torch.manual_seed(0)
-    attn = Attention(dim=32, n_heads=4, n_kv_heads=2, head_dim=8, bias=True)
-    state = attn.state_dict()
-    assert sorted(state) == ["k.bias", "k.weight", "o.bias", "o.weight", "q.bias", "q.weight", "v.bias", "v.weight"]
-    assert state["q.weight"].shape == (32, 32) and state["k.weight"].shape == state["v.weight"].shape == (16, 32)
-    x = torch.randn(2, 5, 32)
-    q, k, v = (x @ state[f"{p}.weight"].T + state[f"{p}.bias"] for p in "qkv")
-    ours = attn.project(x)
-    for mine, ref, heads in zip(ours, (q, k, v), (4, 2, 2)):
-        assert_close(mine, ref.view(2, 5, heads, 8).transpose(1, 2))
-    other = Attention(dim=32, n_heads=4, n_kv_heads=2, head_dim=8, bias=True)
-    other.load_state_dict(state)
-    assert_close(other(x, NoPE()), attn(x, NoPE()), rtol=0, atol=0)
-    # a fused weight drawn by normal_ equals three separate draws in a row (seeded runs unchanged)
-    torch.manual_seed(1)
-    fused = torch.empty(64, 32).normal_()
-    torch.manual_seed(1)
-    parts = [torch.empty(n, 32).normal_() for n in (32, 16, 16)]
-    assert torch.equal(fused, torch.cat(parts))
-
-
-
 def test_attention_kernel_by_device_and_bias():
     from posenc.models.blocks import attention_kernel
 
