@@ -57,6 +57,8 @@ class TrainConfig:
     device: str = "auto"
     target_accuracy: float | None = 0.95  # tasks scored by answer accuracy; null: train to the cap
     target_bpb: float | None = None  # text (bits per byte); null: train to the cap
+    precision: str = "fp32"  # fp32, or bf16 / fp16 autocast (positions, angles and biases stay fp32)
+    compile: bool = False  # torch.compile the model for the training steps
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "log_every", "eval_every", "checkpoint_every"):
@@ -72,7 +74,25 @@ class TrainConfig:
             raise ConfigError(f"train.target_accuracy must be in (0, 1] or null, got {self.target_accuracy}")
         if self.target_bpb is not None and not self.target_bpb > 0.0:
             raise ConfigError(f"train.target_bpb must be > 0 (bits per byte) or null, got {self.target_bpb}")
-        resolve_device(self.device)
+        device = resolve_device(self.device)
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision '{self.precision}' is not one of: {', '.join(PRECISIONS)}")
+        if self.precision == "fp16" and device.type not in ("cuda", "cpu"):
+            raise ConfigError(f"train.precision=fp16 is not supported on {device.type}; use bf16 or fp32")
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"train.compile must be true or false, got {self.compile!r}")
+
+
+# train.precision -> the autocast dtype (None: no autocast)
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast(device: torch.device, precision: str):
+    """The mixed-precision context of ``train.precision`` on ``device``: matmuls and attention in
+    bf16 or fp16, reductions (norms, softmax, cross-entropy) in float32 as autocast decides.
+    Models keep positions, rotary angles and position biases in float32 (``pe.base.float32``)."""
+    dtype = PRECISIONS[precision]
+    return nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -282,6 +302,10 @@ def train(
         raise ValueError("a target needs validate: the loop checks it on validation scores")
     device = resolve_device(cfg.device)
     model.to(device).train()
+    # the compiled module shares the model's parameters; checkpoints and validation use the model
+    forward = torch.compile(model) if cfg.compile else model
+    # fp16 gradients underflow without loss scaling; bf16 has float32's range and needs none
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     optimizer = make_optimizer(model, cfg)
     hooks = step_hooks(model)
     generator = torch.Generator().manual_seed(seed)
@@ -304,16 +328,20 @@ def train(
                 group["lr"] = lr
             x, y = batches(cfg.batch_size, generator)
             x, y = x.to(device), y.to(device)
-            logits = model(x)  # (b, s, V) or (b, C)
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX)
+            with autocast(device, cfg.precision):
+                logits = forward(x)  # (b, s, V) or (b, C)
+                # no float32 copy of the logits here: autocast runs cross-entropy in float32 itself
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX)
             loss_value = loss.detach().item()
             if not math.isfinite(loss_value):
                 emit({"step": step + 1, "train_loss": loss_value, "lr": lr})
                 raise TrainingDiverged(f"loss became {loss_value} at step {step + 1}; lower train.lr or check the data")
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)  # clip the true gradients
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             for hook in hooks:
                 hook.after_optimizer_step()
             tokens += x.numel()

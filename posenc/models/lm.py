@@ -14,7 +14,7 @@ from torch import nn
 
 from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
-from posenc.pe.base import PositionScheme, default_positions, randomized_positions
+from posenc.pe.base import PositionScheme, default_positions, float32, randomized_positions
 from posenc.tasks.base import IGNORE_INDEX
 
 # Elements of one (b, n_h, queries, keys) attention block above which a bias is built per chunk
@@ -131,10 +131,11 @@ class CausalLM(nn.Module):
         elif positions is None:
             positions = default_positions(s, idx.device)
         x = self.embed(idx)  # (b, s, d)
-        if pe.adds_embedding:
-            x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
-        rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
-        bias, chunk = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
+        with float32(idx.device):
+            if pe.adds_embedding:
+                x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
+            rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
+            bias, chunk = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
         for block in self.blocks:
             x = block(x, pe, rotation, bias, self.causal, positions, chunk)
         x = self.norm(x)

@@ -21,7 +21,7 @@ from torch import nn
 
 from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights
-from posenc.pe.base import PositionOutOfRange, PositionScheme
+from posenc.pe.base import PositionOutOfRange, PositionScheme, float32
 from posenc.pe.grid import check_patch_scheme, interpolated_positions, patch_positions
 from posenc.pe.learned import LearnedPE
 from posenc.pe.resample import MODES, as_grid, resample_grid
@@ -113,12 +113,15 @@ class ViT(nn.Module):
             table = pe.embedding(torch.arange(n_prefix + grid[0] * grid[1], device=x.device)).to(x.dtype)  # (s, d)
             prefix, x = prefix + table[:n_prefix], x + table[n_prefix:]
         elif pe.adds_embedding:
-            x = x + pe.embedding(positions).to(x.dtype)  # (b, s_p, d)
+            with float32(x.device):
+                table = pe.embedding(positions)  # (…, s_p, d)
+            x = x + table.to(x.dtype)  # (b, s_p, d)
         x = torch.cat((prefix, x), dim=1)  # (b, s, d)
-        rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
-        bias = None
-        if pe.adds_bias:  # the cls row and column get no bias
-            bias = F.pad(pe.bias(positions, positions), (n_prefix, 0, n_prefix, 0))  # (…, n_h, s, s)
+        with float32(x.device):  # under autocast x is bf16/fp16; cos/sin and the bias stay in the weights' dtype
+            rotation = pe.rotation(positions, self.patch.weight.dtype) if pe.rotates_qk else None
+            bias = None
+            if pe.adds_bias:  # the cls row and column get no bias
+                bias = F.pad(pe.bias(positions, positions), (n_prefix, 0, n_prefix, 0))  # (…, n_h, s, s)
         for block in self.blocks:
             x = block(x, pe, rotation, bias, causal=False)
         x = self.norm(x)

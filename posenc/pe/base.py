@@ -19,12 +19,21 @@ the two settings (``randomized``, ``randomized_max``) from its config to the mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError, UserError
+
+
+def float32(device: torch.device):
+    """A context with autocast off on ``device``: under mixed precision (``train.precision``) the
+    models compute embeddings, rotary angles, cos/sin and position biases inside it, in float32
+    (a bf16 angle m·θ is off by up to 0.4% at m = 256; an MLP bias such as FIRE's would run in bf16),
+    and cast only the result to the attention's dtype."""
+    return torch.autocast(device.type, enabled=False)
 
 
 class PositionOutOfRange(UserError):
@@ -100,6 +109,14 @@ class PositionScheme(nn.Module):
         (the default). Attention takes its (queries, keys) blocks as strided views of these rows."""
         return None
 
+    def score_mod(self, positions: torch.Tensor) -> ScoreMod | None:
+        """A ``flex_attention`` score_mod adding ``bias(positions, positions)`` to the scores
+        without an (s, s) bias in memory, or None. The default reads ``distance_bias``'s table
+        (``table_score_mod``); a scheme whose bias is some other cheap function of the two
+        indices (FIRE's per-row normaliser) gives its own."""
+        table = self.distance_bias(positions)
+        return None if table is None else table_score_mod(table)
+
     def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor | None:
         """(…, n_h, s_k) per-key bias that equals ``bias`` under a causal mask over non-decreasing
         positions (a row constant cancels in the softmax), or None when the scheme has none."""
@@ -138,6 +155,21 @@ def randomized_positions(
     if not 1 <= seq_len <= max_len:
         raise ConfigError(f"pe.randomized_max={max_len} must be >= the sequence length {seq_len}")
     return torch.randperm(max_len, generator=generator)[:seq_len].sort().values.to(device)
+
+
+# flex_attention's score_mod: (score, batch, head, query index, key index) -> score
+ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def table_score_mod(table: torch.Tensor) -> ScoreMod:
+    """The score_mod adding b_h(i − j) from a (n_h, 2s − 1) table whose entry m is the distance
+    m − (s − 1) (``PositionScheme.distance_bias``)."""
+    offset = (table.shape[-1] - 1) // 2
+
+    def score_mod(score, batch, head, i, j):
+        return score + table[head, i - j + offset]
+
+    return score_mod
 
 
 def toeplitz_distances(positions: torch.Tensor) -> torch.Tensor | None:

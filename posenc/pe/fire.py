@@ -42,44 +42,54 @@ def fire_distance_inputs(span: int, c: torch.Tensor, threshold: torch.Tensor, ep
     return fire_psi(distance, c) / (fire_psi(threshold, c) + eps)
 
 
-def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Tensor, mlp: nn.Sequential) -> torch.Tensor:
-    """mlp(ψ(|d_t|) / N_r) of (n,) integer distances and (s_q,) normalisers N > 0 -> (n_h, s_q, n),
-    with no (s_q, n, width) hidden layer.
+def fire_mlp_segments(mlp: nn.Sequential) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A 1 → width → n_h ReLU MLP as the piecewise-linear function it is: sorted knots (k,) and
+    per segment a slope and an intercept (n_h, k + 1), so that mlp(x) = intercept[:, j] +
+    slope[:, j]·x with j = ``torch.bucketize(x, knots)``.
 
-    A 1 → width → n_h ReLU MLP is piecewise linear in its input x, with a knot x_k = −b1_k/w1_k
-    per hidden unit: w2·relu(w1 x + b1) = γ·relu(x − x_k) with γ = w2·|w1|, plus w2·(w1 x + b1)
-    when w1 < 0. ψ rises with |d|, so unit k is past its knot in every row from one distance on
-    and in some row from a smaller one (searchsorted over the distances, once per unit): where
-    every row is past, the unit adds γ·ψ/N_r − γ·x_k, a slope and an intercept per distance, and
-    the bulk is one broadcast multiply-add. Only the distances where the rows straddle a knot (N
-    changes little across a block of rows, so there are few) take the MLP itself, in one call.
+    Hidden unit u is relu(w1_u·x + b1_u), with its knot at x = −b1_u/w1_u (none when w1_u = 0,
+    a constant relu(b1_u)); between two knots the set of active units is fixed, read off at a
+    point inside the segment, and the MLP is the linear map of those units. The slopes and
+    intercepts are differentiable functions of the weights (the active set is relu's own choice).
     """
     w1, b1, w2, b2 = mlp[0].weight[:, 0], mlp[0].bias, mlp[2].weight, mlp[2].bias  # (K,), (K,), (n_h, K), (n_h,)
-    n_h = w2.shape[0]
+    with torch.no_grad():
+        knots = (-b1 / w1)[w1 != 0].sort().values  # (k,)
+        if len(knots):
+            inside = torch.cat((knots[:1] - 1, (knots[:-1] + knots[1:]) / 2, knots[-1:] + 1))  # (k + 1,)
+        else:
+            inside = torch.zeros(1, dtype=w1.dtype, device=w1.device)
+        active = (w1 * inside[:, None] + b1 > 0).to(w1.dtype)  # (k + 1, K)
+    slope = (active * w1) @ w2.T  # (k + 1, n_h)
+    intercept = (active * b1) @ w2.T + b2  # (k + 1, n_h)
+    return knots, slope.T, intercept.T
+
+
+def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Tensor,
+                  segments: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """mlp(ψ(|d_t|) / N_r) of (n,) integer distances and (s_q,) normalisers N > 0 -> (n_h, s_q, n),
+    given the MLP's ``segments`` (``fire_mlp_segments``), with no (s_q, n, width) hidden layer.
+
+    ψ(|d|)/N_r for one distance spans [ψ/N_max, ψ/N_min] over the rows; when no knot falls
+    inside, every row of that distance is on one segment and the bias is intercept + slope·ψ·(1/N_r):
+    the bulk is one broadcast multiply-add. Only the distances where the rows straddle a knot (N
+    changes little across a block of rows, so there are few) look up each row's segment.
+    """
+    knots, slope, intercept = segments  # (k,), (n_h, k + 1), (n_h, k + 1)
+    n_h = slope.shape[0]
     inv = 1 / normaliser  # (s_q,)
-    unit = w1 != 0
-    knot = torch.where(unit, -b1 / torch.where(unit, w1, 1), 0)  # (K,)
-    gamma = w2 * w1.abs()  # (n_h, K); 0 for a unit with w1 = 0, a constant relu(b1)
-    negative = w1 < 0
-    alpha = b2 + w2 @ torch.where(negative, b1, torch.where(unit, 0, b1.clamp(min=0)))  # (n_h,)
-    beta = w2 @ torch.where(negative, w1, 0)  # (n_h,)
-    a = distance.abs()  # (n,)
-    span = int(a.max()) + 1
-    psi = fire_psi(torch.arange(span, device=distance.device, dtype=normaliser.dtype), c)  # (span,), rising
-    never = torch.where(unit, knot, torch.inf)
-    past = torch.searchsorted(psi * inv.min(), never, right=True)  # (K,) every row past knot k from |d| = past on
-    begin = torch.searchsorted(psi * inv.max(), never, right=True)  # (K,) some row past it from |d| = begin on
-    steps = torch.zeros(2 * n_h, span + 1, dtype=gamma.dtype, device=gamma.device)
-    cumulative = steps.index_add_(1, past, torch.cat((gamma, gamma * knot))).cumsum(1)[:, a]  # (2 n_h, n)
-    slope, intercept = beta[:, None] + cumulative[:n_h], alpha[:, None] - cumulative[n_h:]  # (n_h, n)
-    out = torch.addcmul(intercept[:, None, :], (slope * psi[a])[:, None, :], inv[None, :, None])  # (n_h, s_q, n)
-    # distances where the rows straddle some knot: begin[k] <= |d| < past[k] for some k
-    edges = torch.zeros(span + 1, dtype=torch.long, device=a.device)
-    edges.index_add_(0, begin, torch.ones_like(begin)).index_add_(0, past, -torch.ones_like(past))
-    cols = (edges.cumsum(0)[a] > 0).nonzero()[:, 0]  # (m,)
-    if len(cols):  # the MLP itself there, in one call
-        x = psi[a[cols]] * inv[:, None]  # (s_q, m)
-        out.index_copy_(2, cols, mlp(x[..., None]).permute(2, 0, 1))  # (n_h, s_q, m)
+    psi = fire_psi(distance.abs().to(normaliser.dtype), c)  # (n,), >= 0
+    low = torch.bucketize(psi.detach() * inv.min().detach(), knots)  # (n,) segment of the lowest input
+    high = torch.bucketize(psi.detach() * inv.max().detach(), knots)  # (n,) and of the highest
+    # index_select: advanced indexing is several times slower for these small gathers
+    out = torch.addcmul(intercept.index_select(1, low)[:, None, :], (slope.index_select(1, low) * psi)[:, None, :],
+                        inv[None, :, None])  # (n_h, s_q, n)
+    cols = (low != high).nonzero()[:, 0]  # (m,) distances whose rows straddle a knot
+    if len(cols):
+        x = psi.index_select(0, cols) * inv[:, None]  # (s_q, m)
+        segment = torch.bucketize(x.detach(), knots).view(-1)  # (s_q·m,)
+        rows = torch.addcmul(intercept.index_select(1, segment), slope.index_select(1, segment), x.view(1, -1))
+        out.index_copy_(2, cols, rows.view(n_h, *x.shape))  # (n_h, s_q, m)
     return out
 
 
@@ -108,6 +118,7 @@ class FirePE(PositionScheme):
         self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
         self.register_buffer("init_threshold", torch.tensor(float(init_threshold)), persistent=False)
         self.set_randomized(randomized, randomized_max)
+        self._segments: tuple[tuple, tuple[torch.Tensor, ...]] | None = None  # see ``segments``
 
     @property
     def threshold(self) -> torch.Tensor:
@@ -135,7 +146,37 @@ class FirePE(PositionScheme):
         if q_positions.dim() != 1 or q_positions.is_floating_point():
             return None
         normaliser = fire_psi(torch.maximum(q_positions.float(), self.threshold), self.c) + EPS  # (s_q,)
-        return fire_mlp_rows(distances, self.c, normaliser, self.mlp)  # (n_h, s_q, n)
+        return fire_mlp_rows(distances, self.c, normaliser, self.segments())  # (n_h, s_q, n)
+
+    def segments(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``fire_mlp_segments`` of the MLP. Without a gradient they are kept while the MLP's
+        parameters are unchanged (same storage, same version): every chunk of every layer of an
+        evaluation shares one; with a gradient each call builds its own graph."""
+        if torch.is_grad_enabled():
+            return fire_mlp_segments(self.mlp)
+        key = tuple((p.data_ptr(), p._version, p.dtype) for p in self.mlp.parameters())
+        if self._segments is None or self._segments[0] != key:
+            self._segments = (key, fire_mlp_segments(self.mlp))
+        return self._segments[1]
+
+    def score_mod(self, positions: torch.Tensor):
+        """For (s,) integer positions stepping by 1: score + mlp(ψ(|i − j|)·inv_i), the MLP
+        unrolled over its hidden units, ψ of every distance and 1/ψ(max(p_i, L)) of every query
+        computed once; nothing of size (s, s). Other positions: None."""
+        if positions.dim() != 1 or toeplitz_distances(positions) is None:
+            return None
+        psi = fire_psi(torch.arange(positions.shape[0], device=positions.device, dtype=torch.float32), self.c)
+        inv = 1 / (fire_psi(torch.maximum(positions.float(), self.threshold), self.c) + EPS)  # (s,)
+        w1, b1, w2, b2 = self.mlp[0].weight[:, 0], self.mlp[0].bias, self.mlp[2].weight, self.mlp[2].bias
+
+        def score_mod(score, batch, head, i, j):
+            x = psi[(i - j).abs()] * inv[i]
+            bias = b2[head]
+            for unit in range(w1.shape[0]):
+                bias = bias + w2[head, unit] * torch.relu(w1[unit] * x + b1[unit])
+            return score + bias
+
+        return score_mod
 
     def distance_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
         distance = toeplitz_distances(positions)  # (2s − 1,)

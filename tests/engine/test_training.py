@@ -327,3 +327,32 @@ def test_a_target_out_of_range_is_a_config_error(field, value, message):
     with pytest.raises(ConfigError) as info:
         TrainConfig(**{field: value})
     assert str(info.value) == message
+
+
+def test_a_precision_not_offered_is_a_config_error():
+    from posenc.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        TrainConfig(precision="fp8")
+    assert str(info.value) == "train.precision 'fp8' is not one of: fp32, bf16, fp16"
+
+
+@pytest.mark.parametrize("precision,tolerance", [("bf16", 0.05), ("fp16", 0.01)])
+def test_mixed_precision_trains_like_float32(precision, tolerance):
+    """bf16 (and fp16, with loss scaling) autocast on the CPU: the same run's losses stay within
+    the half type's rounding of float32's, and fall; the weights stay float32."""
+    reference = losses(["pe=rope"])
+    mixed = losses(["pe=rope", f"train.precision={precision}"])
+    assert all(math.isfinite(v) for v in mixed) and mixed[-1] < mixed[0]
+    assert max(abs(a - b) for a, b in zip(mixed, reference)) < tolerance
+    assert mixed != reference  # autocast did run
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager():
+    """train.compile=true (torch.compile; the first step compiles, ~30-60 s on two CPU cores)
+    gives the eager run's losses to float32 rounding."""
+    eager = losses(["pe=rope", "train.steps=3"])
+    compiled = losses(["pe=rope", "train.steps=3", "train.compile=true"])
+    assert len(compiled) == 3
+    assert compiled == pytest.approx(eager, rel=1e-4)

@@ -1,5 +1,6 @@
 """The attention paths of ``posenc.models.blocks`` against SDPA itself."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
@@ -35,3 +36,83 @@ def test_bias_attention_without_gradient_is_sdpa_on_its_flash_kernel():
         out = bias_attention(q, k, v, mask)
         assert torch.equal(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None]))
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=1e-6, atol=1e-6)
+
+
+def test_attention_kernel_by_device_and_bias():
+    from posenc.models.blocks import attention_kernel
+
+    assert attention_kernel(torch.device("cpu"), False) == attention_kernel(torch.device("cuda"), False) == "sdpa"
+    assert attention_kernel(torch.device("cuda", 1), True) == "flex"
+    assert attention_kernel(torch.device("cpu"), True) == attention_kernel(torch.device("mps"), True) == "eager"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("form", ["table", "full", "batched"])
+def test_flex_bias_attention_equals_sdpa_with_the_full_mask(causal, form):
+    """The CUDA path (flex_attention with the bias in a score_mod), run by eager flex_attention on
+    the CPU, against SDPA with the full bias and causal mask, to 1e-5."""
+    from posenc.models.blocks import flex_bias_attention
+    from posenc.pe.base import table_score_mod
+
+    torch.manual_seed(0)
+    b, n_h, s, h_d = 2, 3, 40, 8
+    q, k, v = (torch.randn(b, n_h, s, h_d) for _ in range(3))
+    if form == "table":
+        table = torch.randn(n_h, 2 * s - 1)
+        i = torch.arange(s)
+        bias, full = table_score_mod(table), table[:, (i[:, None] - i[None, :]) + s - 1]  # (n_h, s, s)
+    else:
+        bias = full = torch.randn(b if form == "batched" else 1, n_h, s, s)
+    mask = full.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf")) if causal else full
+    with torch.no_grad():
+        ours = flex_bias_attention(q, k, v, bias, causal, compiled=False)
+        reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(b, n_h, s, s))
+    assert_close(ours, reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("start", [0, 490, 600])  # below, across and past FIRE's threshold L = 512
+def test_fire_score_mod_equals_its_bias(start):
+    """FIRE's own score_mod (its MLP unrolled in the kernel, per-row normaliser) in eager
+    flex_attention against SDPA with ``pe.bias`` as the mask."""
+    from posenc.models.blocks import flex_bias_attention
+    from posenc.pe.fire import FirePE
+
+    torch.manual_seed(0)
+    pe = FirePE(n_heads=3, mlp_width=8)
+    b, n_h, s, h_d = 2, 3, 48, 8
+    q, k, v = (torch.randn(b, n_h, s, h_d) for _ in range(3))
+    positions = torch.arange(start, start + s)
+    with torch.no_grad():
+        mask = pe.bias(positions, positions).masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+        ours = flex_bias_attention(q, k, v, pe.score_mod(positions), True, compiled=False)
+        reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None])
+    assert_close(ours, reference, rtol=1e-5, atol=1e-5)
+    assert pe.score_mod(torch.stack((positions, positions))) is None and pe.score_mod(positions * 2) is None
+
+
+@pytest.mark.parametrize("pe,extra,start,kind", [
+    ("t5", ["+model.bias_chunk=8"], 0, "score_mod"),  # its distance table
+    ("fire", ["+model.bias_chunk=8"], 600, "score_mod"),  # past L: FIRE's own score_mod
+    ("fire", [], 0, "full"),  # short: the full bias
+    ("relative", [], 0, "full"),
+])
+def test_models_route_a_bias_to_flex_where_selected(monkeypatch, pe, extra, start, kind):
+    """With the selection forced to 'flex' (as on CUDA), a model's logits equal the eager paths';
+    each layer makes one flex call, with a score_mod or the full bias."""
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
+    from posenc.models import blocks
+
+    model = build(compose(["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.mlp_hidden=48",
+                           "train.seq_len=32", f"pe={pe}", *extra])).model.eval()
+    x, positions = torch.randint(0, 256, (2, 32)), torch.arange(start, start + 32)
+    calls = []
+    flex = blocks.flex_bias_attention
+    with torch.no_grad():
+        eager = model(x, positions)
+        monkeypatch.setattr(blocks, "attention_kernel", lambda device, bias: "flex" if bias else "sdpa")
+        monkeypatch.setattr(blocks, "flex_bias_attention",
+                            lambda *a, **kw: calls.append("score_mod" if callable(a[3]) else "full") or flex(*a, **kw))
+        routed = model(x, positions)
+    assert calls == [kind] * 2
+    assert_close(routed, eager, rtol=1e-5, atol=1e-5)

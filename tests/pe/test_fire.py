@@ -5,7 +5,7 @@ import torch
 from torch.testing import assert_close
 
 from posenc.core.errors import ConfigError
-from posenc.pe.fire import FirePE, fire_inputs
+from posenc.pe.fire import FirePE, fire_inputs, fire_mlp_segments
 
 
 def test_inputs_are_log_distance_over_log_of_query_position_or_threshold():
@@ -82,3 +82,41 @@ def test_distance_rows_equal_the_mlp_of_each_query_and_distance():
     assert rows.shape == reference.shape == (3, 64, 340)
     assert_close(rows, reference, rtol=1e-5, atol=1e-5)
     assert pe.distance_rows(q.float(), d) is None and pe.distance_rows(torch.stack((q, q)), d) is None
+
+
+def test_segments_are_the_mlp_values_and_gradients():
+    """fire_mlp_segments (knots, slope, intercept) evaluated by bucketize equals the MLP at inputs
+    on both sides of every knot, and gives the MLP's gradients for its weights and its input."""
+    torch.manual_seed(1)
+    pe = FirePE(n_heads=3, mlp_width=16)
+    with torch.no_grad():
+        for p in pe.mlp.parameters():
+            p.normal_()
+        pe.mlp[0].weight[5] = 0.0  # a constant unit, no knot
+    x = torch.linspace(-3, 3, 997, requires_grad=True)
+    knots, slope, intercept = fire_mlp_segments(pe.mlp)
+    j = torch.bucketize(x.detach(), knots)
+    ours = intercept[:, j] + slope[:, j] * x  # (n_h, n)
+    reference = pe.mlp(x[:, None]).T
+    assert len(knots) == 15 and (knots.diff() >= 0).all()
+    assert_close(ours, reference, rtol=1e-5, atol=1e-5)
+    weights = torch.randn_like(ours)
+    grads = [torch.autograd.grad((out * weights).sum(), [x, *pe.mlp.parameters()]) for out in (ours, reference)]
+    for a, b in zip(*grads):
+        assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_segments_kept_without_gradient_follow_a_change_of_the_weights():
+    """The segments kept between calls without a gradient are rebuilt when a weight changes in
+    place (an optimizer step): the rows after the change equal the MLP's, not the old ones."""
+    torch.manual_seed(2)
+    pe = FirePE(n_heads=2, mlp_width=8, init_threshold=16.0)
+    q, d = torch.arange(20, 40), torch.arange(-5, 40)
+    with torch.no_grad():
+        before = pe.distance_rows(q, d)
+        assert pe.segments() is pe.segments()  # kept
+        pe.mlp[2].weight.mul_(2.0)
+        after = pe.distance_rows(q, d)
+    reference = torch.stack([pe.bias(q[r:r + 1], q[r:r + 1] - d)[:, 0] for r in range(len(q))], 1).detach()
+    assert not torch.allclose(before, after)
+    assert_close(after, reference, rtol=1e-5, atol=1e-5)
