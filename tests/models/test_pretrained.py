@@ -25,6 +25,25 @@ def test_chunked_cross_entropy_equals_full_logits(tie):
             assert_close(lm(idx, targets=targets, chunk=chunk), full, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("pe", ["rope", "alibi"])
+def test_loss_head_runs_the_asked_chunk(pe, monkeypatch):
+    """Fails on the old forward: the attention's query chunk (the whole window for RoPE) replaced
+    ``chunk``, so the head made full-vocabulary logits for the whole window (SmolLM2 at 12k
+    tokens: 9.0 GB peak RSS, 2.4 GB of them logits and their log-softmax)."""
+    import posenc.models.lm as lm_module
+    from posenc.pe.alibi import AlibiPE
+
+    scheme = RoPE(16) if pe == "rope" else AlibiPE(n_heads=2)
+    lm = CausalLM(scheme, vocab_size=50, d_model=32, n_layers=1, n_heads=2, bias_chunk=64).eval()
+    seen = []
+    real = lm_module.chunked_cross_entropy
+    monkeypatch.setattr(lm_module, "chunked_cross_entropy", lambda x, w, t, chunk: seen.append(chunk) or real(x, w, t, chunk))
+    idx = torch.randint(0, 50, (1, 300))
+    with torch.no_grad():
+        lm(idx, targets=idx, chunk=7)
+    assert seen == [7]
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_keeps_float32_frequencies(dtype):
     """Fails on the old RoPE: ``.to(torch.bfloat16)`` cast ``inv_freq`` too, moving every
