@@ -157,23 +157,26 @@ def from_hf_llama(model: Any) -> CausalLM:
 def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> Any:
     """A copy of a default-RoPE model's Hugging Face ``config`` whose RoPE settings give ``scale``'s
     frequencies, for a checkpoint fine-tuned at ``length`` tokens (``scale_from_hf_config`` reads
-    them back to the same scale). Parameters go by their Hugging Face names (the scale's fields);
+    them back to the same scale); PI on a shipped linear scaling is one linear factor, the
+    product; any other scale on a shipped rescaling raises ConfigError. Parameters go by their Hugging Face names (the scale's fields);
     the trained length to ``max_position_embeddings`` where Hugging Face reads it there (linear,
     dynamic), else to ``original_max_position_embeddings`` with ``max_position_embeddings`` the
     factor times it. Static NTK has no ``rope_type``: it is the default RoPE with a larger θ."""
-    params = _rope_parameters(config)
-    if params["rope_type"] != "default":
-        raise ConfigError(f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
-                          f"'{params['rope_type']}' in one Hugging Face config")
-    out = copy.deepcopy(config)
+    params, out = _rope_parameters(config), copy.deepcopy(config)
     if type(scale) is NoScale:
         return out
+    stacked = params["rope_type"] == "linear" and isinstance(scale, PI)  # one linear factor: the product
+    if params["rope_type"] != "default" and not stacked:
+        raise ConfigError(f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
+                          f"'{params['rope_type']}' in one Hugging Face config")
     if not isinstance(scale, RopeScale) or (scale.hf_rope_type is None and not isinstance(scale, NTK)):
         raise ConfigError(f"scale '{type(scale).__name__}' has no Hugging Face rope_type")
     theta, factor = float(params["rope_theta"]), scale.factor_for(length)
     new = {k: v for k, v in params.items() if k == "partial_rotary_factor"}
     max_pos = length
-    if isinstance(scale, NTK):  # the NTK base, θ · s^(r/(r−2))
+    if stacked:
+        new.update(rope_type="linear", rope_theta=theta, factor=params["factor"] * factor)
+    elif isinstance(scale, NTK):  # the NTK base, θ · s^(r/(r−2))
         new.update(rope_type="default", rope_theta=theta * factor ** (rot_dim / (rot_dim - 2)))
     else:
         given = {n: getattr(scale, n) for n in scale_parameters(type(scale))

@@ -64,3 +64,21 @@ def test_state_names_are_transformers_own(tmp_path):
         hf = tiny_llama(tied)
         theirs = {k for k in hf.state_dict() if not (tied and k == "lm_head.weight")}
         assert set(to_hf_llama_state(from_hf_llama(hf))) == theirs
+
+
+def test_pi_on_a_shipped_linear_scaling_saves_one_linear_factor(tmp_path, tokenizer):
+    from hf_models import tiny_llama
+
+    from posenc.core.errors import ConfigError
+
+    hf = tiny_llama(True, max_positions=16, rope_scaling={"rope_type": "linear", "factor": 2.0})
+    lm = from_hf_llama(hf)
+    lm.pe.set_frequencies(lm.pe.inv_freq / 1.5)  # PI x1.5 on top (experiments.real.Model.install)
+    config = llama_config_for(hf.config, PI(factor=1.5, original_length=16), lm.pe.rot_dim, LENGTH)
+    assert config.rope_parameters["rope_type"] == "linear" and config.rope_parameters["factor"] == 3.0
+    back = AutoModelForCausalLM.from_pretrained(save_hf_llama(lm, config, tokenizer, tmp_path / "ft")).eval()
+    idx = torch.randint(0, hf.config.vocab_size, (1, LENGTH), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(back(idx).logits, lm(idx), rtol=0, atol=1e-5)
+    with pytest.raises(ConfigError, match="cannot describe 'YaRN' on top of the shipped rope_type 'linear'"):
+        llama_config_for(hf.config, SCALES["yarn"], lm.pe.rot_dim, LENGTH)
