@@ -328,8 +328,11 @@ def prepare(settings: RealSettings) -> Prepared:
     if settings.finetune_steps:
         check_finetune(settings, config, scales)
     need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk), pretrained.available_bytes(device)
+    if settings.finetune_steps:
+        need = max(need, pretrained.finetune_peak_bytes(config, longest, dtype))
     if need > have:
-        raise UserError(f"--lengths {longest} needs about {_gib(need)} on {device}, {_gib(have)} is available; "
+        task = " to fine-tune" if settings.finetune_steps else ""
+        raise UserError(f"--lengths {longest} needs about {_gib(need)}{task} on {device}, {_gib(have)} is available; "
                         "give shorter lengths or another --device")
     from transformers import AutoTokenizer
 

@@ -157,3 +157,25 @@ def test_memory_estimate_bounds_the_measured_peak_at_16k():
 
     estimate = pretrained.peak_bytes(LlamaConfig(**SMOLLM2_SHAPES), 16384) / 2**30
     assert 1.80 < estimate <= 3.0
+
+
+def test_finetune_estimate_bounds_the_measured_peak_and_stops_a_run_first(real_models, monkeypatch):
+    """SmolLM2-135M fine-tuned 2 steps at 512 tokens (posenc extrapolate --finetune-steps 2
+    --lengths 256,512 --scale yarn) peaked at 4.63 GiB RSS; a fine-tune the host cannot hold is
+    refused before any weight is read."""
+    from transformers import LlamaConfig
+
+    from posenc.benchmarks.suite import SMOLLM2_SHAPES
+    from posenc.experiments.real import RealSettings, prepare
+    from posenc.models import pretrained
+
+    config = LlamaConfig(**SMOLLM2_SHAPES)
+    assert 4.63 < pretrained.finetune_peak_bytes(config, 512) / 2**30 < 8
+    assert pretrained.finetune_peak_bytes(config, 512) > pretrained.peak_bytes(config, 512)
+    tiny = pretrained.read_config(pretrained.resolve_source(str(real_models["tied"])))
+    assert pretrained.finetune_peak_bytes(tiny, 2000) > pretrained.peak_bytes(tiny, 2000)
+    monkeypatch.setattr(pretrained, "available_bytes", lambda device: pretrained.peak_bytes(tiny, 2000) + 1)
+    prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], device="cpu"))
+    with pytest.raises(UserError, match=r"--lengths 2000 needs about .* GiB to fine-tune on cpu"):
+        prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], finetune_steps=1,
+                             device="cpu"))
