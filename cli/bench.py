@@ -23,10 +23,10 @@ def bench(
     real_model: Annotated[str | None, typer.Option(help="The `real` case's model: a checkpoint folder or .gguf file "
                                                         "(default: a random Llama of SmolLM2-135M's shapes).")] = None,
 ) -> None:
-    """Benchmark posenc against transformers (training step, RoPE) and its own baselines
-    (schemes vs NoPE, long-context evaluation), and the CLI start-up time.
+    """Benchmark posenc against transformers (training step, RoPE, a real Llama's forward) and its
+    own baselines (schemes vs NoPE, long-context evaluation), and the CLI start-up time.
 
-    Example: posenc bench --only rope,cli
+    Example: posenc bench --only rope,cli; posenc bench --only real --real-lengths 4096,16384
     """
     import pandas as pd
     import torch
