@@ -26,7 +26,7 @@ PI and YaRN extend a model: that many AdamW steps at the longest length with the
 installed, on windows of the model's own tokens taken after the evaluated ones (never scored).
 It is saved as a Hugging Face checkpoint (``finetuned/<scale>+ft<N>/``: model.safetensors, a
 config.json carrying the scaling as ``rope_scaling``, the tokenizer files), which is then loaded
-back and scored as the row ``<scale>+ft<N>``.
+back and scored as the row ``<scale>+ft<N>`` (perplexity only; passkey runs on the base model).
 
 A cell (scale, forward length, window) is appended to ``cells.jsonl`` once scored; the run
 folder is named by the settings' hash, so a rerun of the same command skips finished cells.
@@ -382,7 +382,7 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
     p = prepared or prepare(settings)
     config = run_config(p)
     forwards = plan_forwards(p.scales, settings.lengths, settings.windows)
-    finetuned = {name: [f for f in plan_forwards({name: scale}, settings.lengths, settings.windows)]
+    finetuned = {name: plan_forwards({name: scale}, settings.lengths, settings.windows)
                  for name, scale in p.finetuned.items()}
     run_dir = open_run(results_root, config, p.source.name)
     done = read_cells(run_dir)
