@@ -44,12 +44,16 @@ class Sizes:
     rounds: int = 9
     block_time: float = 0.3
     cpu_clock: bool = False
+    real_lengths: tuple[int, ...] = (4096,)
+    real_layers: int = 30
+    real_model: str | None = None
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(batch=2, seq_len=16, rope_shape=(1, 2, 64, 16), long_lengths=(64,),
                    min_run_time=0.05, startup_repeats=1, repeats=1,
-                   vit_resolutions=(16, 24), vit_batch=2, rounds=2, block_time=0.0)
+                   vit_resolutions=(16, 24), vit_batch=2, rounds=2, block_time=0.0,
+                   real_lengths=(64,), real_layers=2)
 
 
 def row(benchmark: str, case: str, ours: float, reference: float, unit: str, goal: str,
@@ -271,6 +275,102 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
+# --- real model forward vs transformers -----------------------------------------------------
+
+# SmolLM2-135M's shapes (the model of results/real/), so the case needs no download
+SMOLLM2_SHAPES = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                      num_attention_heads=9, num_key_value_heads=3, head_dim=64, rope_theta=100000.0,
+                      max_position_embeddings=8192, tie_word_embeddings=True, rms_norm_eps=1e-5)
+
+
+def _rss_peak(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and how many bytes this process's RSS rose above its level before the call (Linux:
+    freed heap returned with ``malloc_trim``, the high-water mark reset through ``clear_refs``);
+    NaN where /proc cannot do that."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM := VmRSS
+        before = _proc_status("VmRSS")
+    except OSError:
+        return fn(), float("nan")
+    out = fn()
+    return out, float(_proc_status("VmHWM") - before)
+
+
+def _proc_status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return 1024 * next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+
+def _real_reference(sizes: Sizes):
+    """transformers' Llama in float32 with SDPA: ``sizes.real_model`` (a folder or .gguf file), else
+    a random one of SmolLM2-135M's shapes with ``sizes.real_layers`` layers."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+    if sizes.real_model:
+        from posenc.models import pretrained
+
+        source = pretrained.resolve_source(sizes.real_model)
+        model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, attn_implementation="sdpa",
+                                                     **source.kwargs())
+        return model.eval(), source.name
+    torch.manual_seed(0)
+    config = LlamaConfig(**{**SMOLLM2_SHAPES, "num_hidden_layers": sizes.real_layers}, attn_implementation="sdpa")
+    return LlamaForCausalLM(config).eval(), f"SmolLM2 shapes, {sizes.real_layers} layers, random"
+
+
+def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """posenc's forward of an imported Llama (``from_hf_llama``) against transformers' own forward of
+    the same model, float32, same threads, batch 1, per length: the logits, then the token losses
+    (``posenc extrapolate``'s pass: posenc's head and loss run 1024 positions at a time; transformers
+    gives the full logits, then their cross-entropy). Each pair is timed interleaved
+    (``interleaved``, one call per block) in this process; memory is the rise of RSS over its level
+    before each call (``_rss_peak``), the median over calls."""
+    import torch.nn.functional as F
+
+    from posenc.models import from_hf_llama
+
+    torch.set_num_threads(threads)
+    hf, name = _real_reference(sizes)
+    ours = from_hf_llama(hf).eval()  # the same tensors: no second copy of the weights
+    vocab, gib, rows = hf.config.vocab_size, 2**30, []
+    for length in sizes.real_lengths:
+        x = torch.randint(0, vocab, (1, length + 1))
+        ids, targets = x[:, :-1], x[:, 1:]
+        pairs = {
+            "logits": (lambda: ours(ids), lambda: hf(ids).logits),
+            "token losses": (lambda: ours(ids, targets=targets, chunk=1024),
+                             lambda: F.cross_entropy(hf(ids).logits[0], targets[0], reduction="none")[None]),
+        }
+        for what, (run_ours, run_ref) in pairs.items():
+            peaks: list[list[float]] = [[], []]
+            tails: list[torch.Tensor] = [torch.empty(0), torch.empty(0)]
+
+            def measured(i: int, fn: Callable[[], torch.Tensor]) -> Callable[[], None]:
+                def call() -> None:
+                    with torch.no_grad():
+                        out, peak = _rss_peak(fn)
+                    peaks[i].append(peak)
+                    tails[i] = out[0, -64:].clone()  # kept small: a held output would count in the next peak
+                return call
+
+            t_ours, t_ref, speedup = interleaved(measured(0, run_ours), measured(1, run_ref), threads,
+                                                 sizes.repeats, 0.0, warmup=0)
+            case = f"{name}: {what} @ {length}"
+            r = row("real forward", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
+            r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
+            rows.append(r)
+            mem = [statistics.median(p) / gib for p in peaks]
+            rows.append(row("real forward", f"{case} peak memory", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0))
+            err = float((tails[0] - tails[1]).abs().max())
+            rows.append({"benchmark": "real forward", "case": f"{case} max |posenc - HF|", "posenc": err,
+                         "reference": 0.0, "unit": "abs", "ratio": float("nan"), "goal": "<= 1e-3", "met": err <= 1e-3})
+    return rows
+
+
 # --- ViT forward ----------------------------------------------------------------------------
 
 def _vit(pe_name: str, resolution: int):
@@ -332,4 +432,5 @@ def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
-CASES = {"train": train_throughput, "rope": rope_apply, "long": long_eval, "vit": vit_forward, "cli": cli_startup}
+CASES = {"train": train_throughput, "rope": rope_apply, "long": long_eval, "real": real_forward,
+         "vit": vit_forward, "cli": cli_startup}

@@ -57,7 +57,7 @@ def extrapolate(
     lengths: Annotated[str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")] = None,
     task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
     model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`), or a real model: a Hugging Face folder, a .gguf file or a hub id.")] = None,
-    finetune_steps: Annotated[int, typer.Option(help="Also fine-tune N steps at each length with the scaling applied.")] = 0,
+    finetune_steps: Annotated[int, typer.Option(help="Also fine-tune N steps at each length with the scaling applied (a real model: at the longest length, saved as a Hugging Face checkpoint).")] = 0,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
@@ -80,11 +80,10 @@ def extrapolate(
     """
     if is_real_model(model):
         with user_errors():
-            if finetune_steps or overrides or task:
-                raise UserError("--finetune-steps, --task and overrides apply to posenc's own models, not to --model "
-                                f"'{model}'")
+            if overrides or task:
+                raise UserError(f"--task and overrides apply to posenc's own models, not to --model '{model}'")
             return run_real(model, _names(scale, "--scale"), _lengths(lengths), windows, tail, data, dtype, device,
-                            factor, passkey, results_dir, quiet)
+                            factor, passkey, results_dir, quiet, finetune_steps)
     with user_errors():
         from posenc.experiments.extrapolation.plan import plan
         from posenc.experiments.extrapolation.protocol import run

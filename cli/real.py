@@ -59,14 +59,14 @@ class ForwardBar:
 
 def run_real(model: str, scales: list[str], lengths: list[int] | None, windows: int, tail: int, data: str | None,
              dtype: str, device: str, factor: float | None, passkey: str | None, results_dir: Path | None,
-             quiet: bool) -> None:
+             quiet: bool, finetune_steps: int = 0) -> None:
     from posenc.cli.extrapolate import print_table
     from posenc.engine.results import results_root
     from posenc.core.text import split_list
     from posenc.experiments.real import RealSettings, prepare, run
 
     settings = RealSettings(model=model, scales=scales, lengths=lengths or [2048, 4096], windows=windows, tail=tail,
-                            data=data, dtype=dtype, device=device, factor=factor,
+                            data=data, dtype=dtype, device=device, factor=factor, finetune_steps=finetune_steps,
                             passkey_depths=None if passkey is None else split_list(passkey, "--passkey", float))
     root = results_root(results_dir)
     prepared = prepare(settings)
@@ -75,8 +75,8 @@ def run_real(model: str, scales: list[str], lengths: list[int] | None, windows: 
         table, run_dir = run(settings, root, progress=bar, prepared=prepared)
     finally:
         bar.close()
-    print_table(f"extrapolation: {prepared.source.name}, original context {prepared.original_length}"
-                f" tokens, {windows} window(s)", table)
+    print_table(f"extrapolation: {prepared.source.name} (RoPE as shipped: {prepared.shipped}), original context "
+                f"{prepared.original_length} tokens, {windows} window(s)", table)
     if passkey is not None:
         import pandas as pd
 
@@ -84,4 +84,7 @@ def run_real(model: str, scales: list[str], lengths: list[int] | None, windows: 
         print_table("passkey accuracy (length x depth)",
                     accuracy.pivot_table(index=["scale", "depth"], columns="length", values="accuracy",
                                          sort=False).reset_index().rename(columns=str))
+    for name in prepared.finetuned:
+        console.print(f"fine-tuned checkpoint ({name}): {run_dir.path / 'finetuned' / name}", highlight=False,
+                      soft_wrap=True)
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

@@ -16,8 +16,17 @@ A causal model scores a prefix exactly as it scores the shorter window, so a sca
 frequencies do not depend on the length is run once per window at L_max and read at every
 length (the factor, when not given, is fixed at max(1, L_max / original context)); dynamic NTK
 and LongRoPE get a forward per length (``length_dependent``). The row ``none`` is the model as
-shipped, always in the table; any other scaling replaces the shipped RoPE rescaling and is
-computed from the model's θ against its original context.
+shipped, always in the table. On a model that ships no rescaling, a scaling is computed from its
+θ against its original context; on one that ships a static rescaling (linear, YaRN, Llama 3),
+PI stacks on it (the shipped frequencies divided by the factor) and any other scaling is refused
+with one line, as is anything on a shipped dynamic NTK or LongRoPE (``check_stacking``).
+
+With ``finetune_steps`` each chosen scaling (not the baseline) also gets a fine-tuned copy, as
+PI and YaRN extend a model: that many AdamW steps at the longest length with the scaling
+installed, on windows of the model's own tokens taken after the evaluated ones (never scored).
+It is saved as a Hugging Face checkpoint (``finetuned/<scale>+ft<N>/``: model.safetensors, a
+config.json carrying the scaling as ``rope_scaling``, the tokenizer files), which is then loaded
+back and scored as the row ``<scale>+ft<N>`` (perplexity only; passkey runs on the base model).
 
 A cell (scale, forward length, window) is appended to ``cells.jsonl`` once scored; the run
 folder is named by the settings' hash, so a rerun of the same command skips finished cells.
@@ -36,14 +45,15 @@ from typing import Any
 import pandas as pd
 import torch
 
-from posenc.core.errors import UserError
-from posenc.core.io import atomic_write_text, save_figure, write_table
+from posenc.core.errors import ConfigError, UserError
+from posenc.core.io import atomic_write_text, save_figure, write_json, write_table
 from posenc.engine.config import instantiate, option_class, option_node, options_where
 from posenc.engine.results import RunDir, config_hash
 from posenc.engine.training import resolve_device
 from posenc.models import pretrained
+from posenc.models.hf import _rope_parameters, llama_config_for, save_hf_llama, scale_from_hf_config
 from posenc.pe.rope import RoPE
-from posenc.pe.scaling import DynamicNTK, LongRoPE, NoScale
+from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -64,12 +74,15 @@ class RealSettings:
     data: str | None = None
     chunk: int = 1024
     passkey_depths: list[int] | None = None
+    finetune_steps: int = 0
+    finetune_lr: float = 2e-5
 
     def __post_init__(self) -> None:
         self.scales = ["none", *dict.fromkeys(s for s in self.scales if s != "none")]
         self.lengths = sorted(set(self.lengths))
         for name, value, low in (("--windows", self.windows, 1), ("--tail", self.tail, 1),
-                                 ("--buckets", self.buckets, 1), ("chunk", self.chunk, 1)):
+                                 ("--buckets", self.buckets, 1), ("chunk", self.chunk, 1),
+                                 ("--finetune-steps", self.finetune_steps, 0)):
             if value < low:
                 raise UserError(f"{name} must be >= {low}, got {value}")
         if not self.lengths or self.lengths[0] < 2:
@@ -213,12 +226,33 @@ def score(losses: torch.Tensor, length: int, tail: int, edges: Sequence[int]) ->
             "bucket_sums": [float(part[a:b].sum()) for a, b in spans], "bucket_counts": [b - a for a, b in spans]}
 
 
+def shipped_rope(config: Any) -> tuple[str, NoScale]:
+    """The model's own RoPE: "θ = …, rope_type …" for tables, and its posenc scale."""
+    params = _rope_parameters(config)
+    return f"θ = {params['rope_theta']:g}, rope_type {params['rope_type']}", scale_from_hf_config(config)
+
+
+def check_stacking(name: str, scale: NoScale, shipped: NoScale) -> None:
+    """``--scale`` on top of a shipped rescaling: PI stacks on a static one (the shipped frequencies
+    divided by its factor, i.e. positions / s on top of what the model does); any other scale
+    rescales θ's own frequencies, which the shipped rescaling has already changed, so it is refused,
+    as is anything on a rescaling that follows the length (dynamic NTK, LongRoPE)."""
+    if type(scale) is NoScale or type(shipped) is NoScale:
+        return
+    valid = "none" if shipped.length_dependent else "none, pi (divides the shipped frequencies by the factor)"
+    if shipped.length_dependent or not isinstance(scale, PI):
+        raise UserError(f"--scale '{name}' is not defined on top of the model's own rescaling "
+                        f"({shipped.hf_rope_type or type(shipped).__name__}); valid on this model: {valid}")
+
+
 class Model:
-    """The loaded model with one scale installed at a time (``none``: as shipped)."""
+    """The loaded model with one scale installed at a time (``none``: as shipped; on a model that
+    ships a rescaling, PI divides the shipped frequencies, ``check_stacking``)."""
 
     def __init__(self, loaded: pretrained.Pretrained) -> None:
         self.loaded, self.lm = loaded, loaded.lm
         self.shipped = (self.lm.pe.inv_freq.clone(), self.lm.pe.attention_scaling)
+        self.stacks = type(shipped_rope(loaded.config)[1]) is not NoScale
         self.hooks = dict(self.lm._forward_pre_hooks)  # a shipped dynamic rescaling follows the length
 
     def install(self, scale: NoScale, length: int) -> torch.device:
@@ -228,6 +262,8 @@ class Model:
         lm._forward_pre_hooks.clear()
         if type(scale) is NoScale:
             lm._forward_pre_hooks.update(self.hooks)
+        elif self.stacks:  # PI on the shipped rescaling (check_stacking refused the rest)
+            lm.pe.set_frequencies(self.shipped[0] / scale.factor_for(length), self.shipped[1])
         else:
             scale.apply(lm.pe, length)
         return lm.embed.weight.device
@@ -264,6 +300,13 @@ class Prepared:
     factor: float
     tokenizer: Any
     tokens: torch.Tensor
+    shipped: str
+
+    @property
+    def finetuned(self) -> dict[str, NoScale]:
+        """The scales fine-tuned (every chosen one but the baseline), by their row name."""
+        steps = self.settings.finetune_steps
+        return {f"{name}+ft{steps}": scale for name, scale in self.scales.items() if steps and name != "none"}
 
 
 def prepare(settings: RealSettings) -> Prepared:
@@ -279,28 +322,37 @@ def prepare(settings: RealSettings) -> Prepared:
         settings.scales = ["none", *(n for n in rope_scale_names() if n != "none"
                                      and not getattr(option_class("scale", n), "requires", ()))]
     scales = {name: build_scale(name, original, factor) for name in settings.scales}
-    need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk,
-                                                                 scores=device.type == "cpu"), pretrained.available_bytes(device)
+    shipped, shipped_scale = shipped_rope(config)
+    for name, scale in scales.items():
+        check_stacking(name, scale, shipped_scale)
+    if settings.finetune_steps:
+        check_finetune(settings, config, scales)
+    need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk), pretrained.available_bytes(device)
+    if settings.finetune_steps:
+        need = max(need, pretrained.finetune_peak_bytes(config, longest, dtype))
     if need > have:
-        raise UserError(f"--lengths {longest} needs about {_gib(need)} on {device}, {_gib(have)} is available; "
+        task = " to fine-tune" if settings.finetune_steps else ""
+        raise UserError(f"--lengths {longest} needs about {_gib(need)}{task} on {device}, {_gib(have)} is available; "
                         "give shorter lengths or another --device")
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
     tokens = tokenize(tokenizer, documents(settings.data))
-    if settings.windows * longest > tokens.numel():
-        raise UserError(f"{settings.windows} window(s) of {longest} tokens need {settings.windows * longest} tokens; "
+    need_tokens = settings.windows * longest + (longest + 1 if settings.finetune_steps else 0)
+    if need_tokens > tokens.numel():
+        what = " and one fine-tuning window after them" if settings.finetune_steps else ""
+        raise UserError(f"{settings.windows} window(s) of {longest} tokens{what} need {need_tokens} tokens; "
                         f"the text has {tokens.numel()}; give fewer --windows, shorter --lengths or more --data")
     if settings.passkey_depths:
         passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
-    return Prepared(settings, source, config, original, scales, device, factor, tokenizer, tokens)
+    return Prepared(settings, source, config, original, scales, device, factor, tokenizer, tokens, shipped)
 
 
 def run_config(p: Prepared) -> dict[str, Any]:
     s = p.settings
     return {"model": p.source.path, "gguf_file": p.source.gguf_file, **{k: v for k, v in asdict(s).items() if k != "model"},
             "factor": p.factor, "original_length": p.original_length, "tokens": int(p.tokens.numel()),
-            "device": str(p.device)}
+            "device": str(p.device), "shipped_rope": p.shipped}
 
 
 def open_run(root: Path, config: dict[str, Any], name: str) -> RunDir:
@@ -325,10 +377,13 @@ def read_cells(run: RunDir) -> dict[str, dict[str, Any]]:
 
 def run(settings: RealSettings, results_root: Path, progress: Progress | None = None,
         prepared: Prepared | None = None) -> tuple[pd.DataFrame, RunDir]:
-    """Score every (scale, length, window); returns the table and the run folder."""
+    """Score every (scale, length, window), then fine-tune and score each ``finetuned`` model;
+    returns the table and the run folder."""
     p = prepared or prepare(settings)
     config = run_config(p)
     forwards = plan_forwards(p.scales, settings.lengths, settings.windows)
+    finetuned = {name: plan_forwards({name: scale}, settings.lengths, settings.windows)
+                 for name, scale in p.finetuned.items()}
     run_dir = open_run(results_root, config, p.source.name)
     done = read_cells(run_dir)
     todo = [f for f in forwards if f.key not in done]
@@ -337,19 +392,21 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
     model = None
     if todo:
         model = Model(pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
-        edges = bucket_edges(max(settings.lengths), settings.buckets)
-        longest = max(settings.lengths)
-        for f in todo:
-            notify({"event": "forward", "label": f"{f.scale} @ {f.length} (window {f.window})", "tokens": f.length})
-            start = time.perf_counter()
-            ids = p.tokens[f.window * longest : f.window * longest + f.length]
-            losses = model.losses(p.scales[f.scale], ids, settings.chunk)
-            seconds = time.perf_counter() - start
-            cells = {str(n): score(losses, n, settings.tail, edges) for n in f.serves}
-            record = {"key": f.key, **asdict(f), "seconds": seconds, "cells": cells}
-            done[f.key] = record
-            atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
-            notify({"event": "done", "tokens": f.length, "seconds": seconds})
+        score_forwards(model, p.scales, todo, p, done, run_dir, notify)
+    for name, scale in p.finetuned.items():
+        todo = [f for f in finetuned[name] if f.key not in done]
+        if not todo:
+            continue
+        folder = run_dir.path / "finetuned" / name
+        if not (folder / "config.json").is_file():
+            model = model or Model(pretrained.load_pretrained(
+                p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
+            finetune(model, scale, p, folder, notify)
+        source = pretrained.Source("folder", str(folder))
+        tuned = Model(pretrained.load_pretrained(source, pretrained.read_config(source),
+                                                 pretrained.check_dtype(settings.dtype), p.device))
+        notify({"event": "start", "forwards": len(todo), "tokens": sum(f.length for f in todo), "skipped": 0})
+        score_forwards(tuned, {name: NoScale()}, todo, p, done, run_dir, notify)  # its config carries the scale
     passkeys = [(scale, n, d, t) for scale in p.scales for n in settings.lengths
                 for d in settings.passkey_depths or [] for t in range(settings.windows)]
     todo_keys = [c for c in passkeys if passkey_cell(*c) not in done]
@@ -379,8 +436,90 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
     seconds = sum(r["seconds"] for r in done.values())
     run_dir.update_summary(status="completed", forward_seconds=seconds, forwards=len(done),
                            seconds_by_scale={s: sum(r["seconds"] for r in done.values() if r["scale"] == s)
-                                             for s in p.scales})
+                                             for s in [*p.scales, *p.finetuned]})
     return table, run_dir
+
+
+def score_forwards(model: Model, scales: dict[str, NoScale], forwards: Sequence[Forward], p: Prepared,
+                   done: dict[str, dict[str, Any]], run_dir: RunDir, notify: Progress) -> None:
+    """Run each forward with ``scales[f.scale]`` installed; each record goes to cells.jsonl once scored."""
+    s = p.settings
+    longest = max(s.lengths)
+    edges = bucket_edges(longest, s.buckets)
+    for f in forwards:
+        notify({"event": "forward", "label": f"{f.scale} @ {f.length} (window {f.window})", "tokens": f.length})
+        start = time.perf_counter()
+        ids = p.tokens[f.window * longest : f.window * longest + f.length]
+        losses = model.losses(scales[f.scale], ids, s.chunk)
+        seconds = time.perf_counter() - start
+        cells = {str(n): score(losses, n, s.tail, edges) for n in f.serves}
+        done[f.key] = {"key": f.key, **asdict(f), "seconds": seconds, "cells": cells}
+        atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
+        notify({"event": "done", "tokens": f.length, "seconds": seconds})
+
+
+def check_finetune(settings: RealSettings, config: Any, scales: dict[str, NoScale]) -> None:
+    """--finetune-steps needs a scale to fine-tune under, and one a Hugging Face config can carry."""
+    if len(scales) == 1:
+        raise UserError("--finetune-steps fine-tunes under each --scale besides the baseline none; give one, "
+                        "e.g. --scale yarn")
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    fraction = float(_rope_parameters(config).get("partial_rotary_factor", 1.0))
+    for name, scale in scales.items():
+        try:
+            llama_config_for(config, scale, int(head_dim * fraction), max(settings.lengths))
+        except ConfigError as e:
+            raise UserError(f"--finetune-steps with --scale '{name}': {e}; the fine-tuned model is saved as a "
+                            "Hugging Face checkpoint") from None
+
+
+def training_windows(p: Prepared, length: int):
+    """``batches(b, generator)`` for the training loop: windows of ``length`` + 1 tokens at random
+    offsets in the text after the evaluated windows (never scored), inputs and next tokens."""
+    region = p.tokens[p.settings.windows * max(p.settings.lengths):]
+
+    def batches(batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(0, region.numel() - length, (batch,), generator=generator)
+        rows = torch.stack([region[i : i + length + 1] for i in starts.tolist()])  # (b, length + 1)
+        return rows[:, :-1], rows[:, 1:]
+
+    return batches
+
+
+def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, notify: Progress) -> Path:
+    """A copy of the model fine-tuned ``finetune_steps`` steps at the longest length with ``scale``
+    installed (as PI and YaRN extend a model: AdamW, lr ``finetune_lr`` after a linear warmup of
+    up to 20 steps, no weight decay, batch 1), on the model's own tokenized text after the
+    evaluated windows; saved to ``folder`` as a Hugging Face checkpoint whose config carries the
+    scale (``save_hf_llama``)."""
+    import copy
+
+    from posenc.engine.training import TrainConfig, train
+
+    s = p.settings
+    length, steps = max(s.lengths), s.finetune_steps
+    model.install(scale, length)
+    lm = copy.deepcopy(model.lm)  # the scale installed, the base model untouched for later forwards
+    cfg = TrainConfig(steps=steps, batch_size=1, seq_len=length, lr=s.finetune_lr, min_lr_ratio=1.0,
+                      warmup_steps=min(20, steps // 5), weight_decay=0.0, log_every=1, eval_every=steps,
+                      checkpoint_every=steps, device=str(p.device), target_accuracy=None)
+    label = f"fine-tune {folder.name} @ {length}"
+    notify({"event": "start", "forwards": steps, "tokens": steps * length, "skipped": 0})
+    losses, last = [], time.perf_counter()
+
+    def on_log(record: dict[str, Any]) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        losses.append(record["train_loss"])
+        notify({"event": "forward", "label": f"{label}, loss {record['train_loss']:.3f}", "tokens": length})
+        notify({"event": "done", "tokens": length, "seconds": now - last})
+        last = now
+
+    result = train(lm, training_windows(p, length), cfg, seed=0, on_log=on_log)
+    save_hf_llama(lm.eval(), llama_config_for(p.config, scale, lm.pe.rot_dim, length), p.tokenizer, folder)
+    write_json(folder / "finetune.json", {"steps": steps, "length": length, "lr": s.finetune_lr, "batch_size": 1,
+                                          "train_loss": losses, "seconds": result.seconds})
+    return folder
 
 
 def passkey_cell(scale: str, length: int, depth: float, trial: int) -> str:

@@ -296,7 +296,8 @@ class Attention(nn.Module):
         v = self.v(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         if rotation is not None:
             q, k = pe.rotate_qk(q, k, rotation)
-        if self.n_kv_heads != self.n_heads:
+        plain = bias is None and not pe.adds_bias  # plain SDPA groups the query heads itself (enable_gqa)
+        if self.n_kv_heads != self.n_heads and not plain:
             rep = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
             v = v.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
@@ -311,7 +312,7 @@ class Attention(nn.Module):
             else:
                 y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
         elif bias is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
         elif causal and bias.shape[-2] == 1:
             y = key_bias_attention(q, k, v, bias)
         elif flex:

@@ -7,6 +7,10 @@ the ones the ecosystem runs, and lets posenc study real checkpoints.
 
 from __future__ import annotations
 
+import copy
+import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,7 +19,7 @@ from posenc.core.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.rope import RoPE
 from posenc.pe.rope_scaling import proportional_frequencies
-from posenc.pe.scaling import PI, NoScale, hf_scale_classes, scale_parameters
+from posenc.pe.scaling import NTK, PI, NoScale, RopeScale, hf_scale_classes, scale_parameters
 
 
 def _rope_parameters(config: Any) -> dict[str, Any]:
@@ -85,8 +89,37 @@ def _follow_length(scale: NoScale):
     return hook
 
 
+# posenc block module -> Llama decoder-layer module
+LLAMA_PARTS = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
+               "attn.q": "self_attn.q_proj", "attn.k": "self_attn.k_proj", "attn.v": "self_attn.v_proj",
+               "attn.o": "self_attn.o_proj", "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj",
+               "mlp.down": "mlp.down_proj"}
+
+
+def llama_names(lm: CausalLM) -> dict[str, str]:
+    """posenc state-dict name -> Hugging Face ``LlamaForCausalLM`` name, for every tensor of
+    ``lm`` (``lm_head.weight`` only when the head is untied). Loading and saving both read it."""
+    names = {"embed.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
+    if lm.head is not None:
+        names["head.weight"] = "lm_head.weight"
+    for name in lm.state_dict():
+        if name.startswith("blocks."):
+            _, i, rest = name.split(".", 2)
+            module, _, leaf = rest.rpartition(".")
+            names[name] = f"model.layers.{i}.{LLAMA_PARTS[module]}.{leaf}"
+    return names
+
+
+def to_hf_llama_state(lm: CausalLM) -> dict[str, torch.Tensor]:
+    """``lm``'s tensors under their ``LlamaForCausalLM`` names, contiguous (safetensors wants it)."""
+    state = lm.state_dict()
+    return {theirs: state[ours].detach().contiguous() for ours, theirs in llama_names(lm).items()}
+
+
 def from_hf_llama(model: Any) -> CausalLM:
-    """A posenc ``CausalLM`` holding the weights of a Hugging Face ``LlamaForCausalLM``.
+    """A posenc ``CausalLM`` holding the weights of a Hugging Face ``LlamaForCausalLM``: the
+    model's own tensors, not copies (built on the meta device, then assigned), so converting
+    costs no second set of weights; clone them to train one without changing the other.
 
     Every ``rope_type`` of ``rope_parameters`` is supported (default, linear, dynamic, yarn, llama3,
     longrope, proportional). Dynamic NTK and LongRoPE follow the length of each forward pass, as
@@ -97,36 +130,96 @@ def from_hf_llama(model: Any) -> CausalLM:
     if getattr(config, "hidden_act", "silu") != "silu":
         raise ConfigError(f"hidden_act '{config.hidden_act}' is not supported; Llama uses silu")
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    lm = CausalLM(
-        pe=rope_from_hf_config(config),
-        vocab_size=config.vocab_size,
-        d_model=config.hidden_size,
-        n_layers=config.num_hidden_layers,
-        n_heads=config.num_attention_heads,
-        n_kv_heads=config.num_key_value_heads,
-        head_dim=head_dim,
-        mlp_hidden=config.intermediate_size,
-        norm_eps=config.rms_norm_eps,
-        tie_embeddings=bool(config.tie_word_embeddings),
-        attention_bias=bool(getattr(config, "attention_bias", False)),
-        mlp_bias=bool(getattr(config, "mlp_bias", False)),
-    )
+    pe = rope_from_hf_config(config)  # its float32 frequencies are computed, not loaded
+    with torch.device("meta"):
+        lm = CausalLM(
+            pe=pe,
+            vocab_size=config.vocab_size,
+            d_model=config.hidden_size,
+            n_layers=config.num_hidden_layers,
+            n_heads=config.num_attention_heads,
+            n_kv_heads=config.num_key_value_heads,
+            head_dim=head_dim,
+            mlp_hidden=config.intermediate_size,
+            norm_eps=config.rms_norm_eps,
+            tie_embeddings=bool(config.tie_word_embeddings),
+            attention_bias=bool(getattr(config, "attention_bias", False)),
+            mlp_bias=bool(getattr(config, "mlp_bias", False)),
+        )
     src = model.state_dict()
-    names = {"embed.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
-    if lm.head is not None:
-        names["head.weight"] = "lm_head.weight"
-    parts = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
-             "attn.q": "self_attn.q_proj", "attn.k": "self_attn.k_proj", "attn.v": "self_attn.v_proj",
-             "attn.o": "self_attn.o_proj", "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj",
-             "mlp.down": "mlp.down_proj"}
-    for name in lm.state_dict():
-        if name.startswith("blocks."):
-            _, i, rest = name.split(".", 2)
-            module, _, leaf = rest.rpartition(".")
-            names[name] = f"model.layers.{i}.{parts[module]}.{leaf}"
-    with torch.no_grad():
-        lm.load_state_dict({ours: src[theirs] for ours, theirs in names.items()}, strict=True)
+    lm.load_state_dict({ours: src[theirs] for ours, theirs in llama_names(lm).items()}, strict=True, assign=True)
     scale = scale_from_hf_config(config)
     if scale.length_dependent:
         lm.register_forward_pre_hook(_follow_length(scale), with_kwargs=True)
-    return lm.to(next(model.parameters()).dtype)
+    return lm.to(device=next(model.parameters()).device)
+
+
+def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> Any:
+    """A copy of a default-RoPE model's Hugging Face ``config`` whose RoPE settings give ``scale``'s
+    frequencies, for a checkpoint fine-tuned at ``length`` tokens (``scale_from_hf_config`` reads
+    them back to the same scale); PI on a shipped linear scaling is one linear factor, the
+    product; any other scale on a shipped rescaling raises ConfigError. Parameters go by their Hugging Face names (the scale's fields);
+    the trained length to ``max_position_embeddings`` where Hugging Face reads it there (linear,
+    dynamic), else to ``original_max_position_embeddings`` with ``max_position_embeddings`` the
+    factor times it. Static NTK has no ``rope_type``: it is the default RoPE with a larger θ."""
+    params, out = _rope_parameters(config), copy.deepcopy(config)
+    if type(scale) is NoScale:
+        return out
+    stacked = params["rope_type"] == "linear" and isinstance(scale, PI)  # one linear factor: the product
+    if params["rope_type"] != "default" and not stacked:
+        raise ConfigError(f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
+                          f"'{params['rope_type']}' in one Hugging Face config")
+    if not isinstance(scale, RopeScale) or (scale.hf_rope_type is None and not isinstance(scale, NTK)):
+        raise ConfigError(f"scale '{type(scale).__name__}' has no Hugging Face rope_type")
+    theta, factor = float(params["rope_theta"]), scale.factor_for(length)
+    new = {k: v for k, v in params.items() if k == "partial_rotary_factor"}
+    max_pos = length
+    if stacked:
+        new.update(rope_type="linear", rope_theta=theta, factor=params["factor"] * factor)
+    elif isinstance(scale, NTK):  # the NTK base, θ · s^(r/(r−2))
+        new.update(rope_type="default", rope_theta=theta * factor ** (rot_dim / (rot_dim - 2)))
+    else:
+        given = {n: getattr(scale, n) for n in scale_parameters(type(scale))
+                 if n not in ("factor", "original_length") and getattr(scale, n) is not None}
+        new.update(rope_type=scale.hf_rope_type, rope_theta=theta, factor=factor, **given)
+        if scale.hf_trained_length == "max_position_embeddings":
+            max_pos = scale.original_length
+        else:
+            new["original_max_position_embeddings"] = scale.original_length
+            max_pos = round(factor * scale.original_length)  # Hugging Face's implicit factor agrees
+    if hasattr(out, "rope_parameters"):  # transformers >= 5
+        out.rope_parameters = new
+    else:
+        out.rope_theta = new.pop("rope_theta")
+        out.rope_scaling = None if new["rope_type"] == "default" else new
+    out.max_position_embeddings = max_pos
+    return out
+
+
+def save_hf_llama(lm: CausalLM, config: Any, tokenizer: Any, folder: Path) -> Path:
+    """``lm`` as a Hugging Face checkpoint folder that ``AutoModelForCausalLM`` loads: its tensors
+    (``to_hf_llama_state``) in model.safetensors, ``config`` (``llama_config_for``) in config.json
+    with ``rope_scaling`` and ``rope_theta`` written too (transformers 4 reads those), and the
+    tokenizer files. Written beside ``folder``, then renamed into place."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    config = copy.deepcopy(config)
+    config.architectures = ["LlamaForCausalLM"]
+    config.tie_word_embeddings = lm.head is None
+    config.dtype = lm.embed.weight.dtype
+    config.save_pretrained(partial)
+    params = _rope_parameters(config)
+    data = json.loads((partial / "config.json").read_text())
+    data["rope_theta"] = params["rope_theta"]
+    data["rope_scaling"] = None if params["rope_type"] == "default" else {
+        k: v for k, v in params.items() if k != "rope_theta"}
+    (partial / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    save_file(to_hf_llama_state(lm), partial / "model.safetensors", metadata={"format": "pt"})
+    tokenizer.save_pretrained(partial)
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+    return folder

@@ -162,21 +162,41 @@ def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.floa
     return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)
 
 
-def peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32, chunk: int = 1024,
-               scores: bool = True) -> int:
+def peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32, chunk: int = 1024) -> int:
     """Peak memory of one scored forward over ``length`` tokens, estimated from the HF config
-    before any weight is read: the weights, the widest activations of a block, one chunk of
-    float32 logits, and 0.5 GiB for the runtime; ``scores``: attention materializes the
-    (n_h, s, s) float32 scores (measured on CPU: SmolLM2 at 12,288 tokens peaked at 9.0 GB RSS)."""
+    before any weight is read: the weights, the widest activations of a block, a few chunks of
+    float32 logits, and 0.5 GiB for the runtime. Attention is causal SDPA, O(length) memory on
+    CPU and CUDA alike. Measured on CPU (``/usr/bin/time -v``): SmolLM2-135M from its GGUF file
+    at 16,384 tokens peaked at 1.80 GiB RSS; this estimate gives 2.20 GiB."""
+    d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
+    heads = config.num_attention_heads
+    hd = getattr(config, "head_dim", None) or d // heads
+    size = torch.finfo(dtype).bits // 8
+    activations = length * (6 * d + 4 * heads * hd + 3 * mlp) * size
+    return _n_params(config) * size + activations + 3 * chunk * v * 4 + length * 64 + (1 << 29)
+
+
+def finetune_peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32) -> int:
+    """Peak memory of fine-tuning at ``length`` tokens (batch 1) and scoring the result: seven
+    sets of weights (the base model, its trained copy, gradients, AdamW's two moments, the saved
+    checkpoint loaded back, one spare for loading), every layer's activations kept for the backward
+    pass, full-vocabulary float32 logits with their log-softmax and gradient, and 0.5 GiB for the
+    runtime. Measured on CPU: SmolLM2-135M fine-tuned at 512 tokens peaked at 4.63 GiB RSS; this
+    estimate gives 5.2 GiB."""
+    d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
+    heads = config.num_attention_heads
+    hd = getattr(config, "head_dim", None) or d // heads
+    size = torch.finfo(dtype).bits // 8
+    kept = config.num_hidden_layers * length * (12 * d + 4 * heads * hd + 5 * mlp) * size
+    return 7 * _n_params(config) * size + kept + 3 * length * v * 4 + (1 << 29)
+
+
+def _n_params(config: Any) -> int:
     d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
     heads, kv = config.num_attention_heads, config.num_key_value_heads
     hd = getattr(config, "head_dim", None) or d // heads
     per_layer = d * (heads * hd + 2 * kv * hd) + heads * hd * d + 3 * d * mlp
-    n_params = v * d * (1 if config.tie_word_embeddings else 2) + config.num_hidden_layers * per_layer
-    size = torch.finfo(dtype).bits // 8
-    activations = length * (6 * d + 4 * heads * hd + 3 * mlp) * size
-    attention = heads * length * length * 4 if scores else 0
-    return n_params * size + activations + attention + 3 * chunk * v * 4 + length * 64 + (1 << 29)
+    return v * d * (1 if config.tie_word_embeddings else 2) + config.num_hidden_layers * per_layer
 
 
 def available_bytes(device: torch.device | str) -> int:

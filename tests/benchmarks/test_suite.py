@@ -47,7 +47,7 @@ def test_bench_command_writes_its_table(cli, tmp_path):
     assert not math.isnan(table.loc[0, "ratio"])
     assert (tmp_path / "environment.json").exists() and (tmp_path / "bench.md").exists()
     code, _, err = cli("bench", "--only", "warp", "--out", tmp_path / "x")
-    assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, vit, cli" in err
+    assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, real, vit, cli" in err
     assert not (tmp_path / "x").exists()
 
 
@@ -82,3 +82,37 @@ def test_bench_train_on_the_cpu_clock(cli, tmp_path):
     assert json.loads((tmp_path / "environment.json").read_text())["clock"] == "cpu"
     code, _, err = cli("bench", "--clock", "gpu", "--out", tmp_path / "x")
     assert code == 2 and "unknown clock 'gpu'; valid: wall, cpu" in err
+
+
+def test_real_forward_rows_compare_with_transformers_on_the_same_model():
+    from posenc.benchmarks.suite import real_forward
+
+    rows = real_forward(Sizes.quick(), threads=1)
+    name = "SmolLM2 shapes, 2 layers, random"
+    assert [r["case"] for r in rows] == [f"{name}: {what} @ 64 {kind}" for what in ("logits", "token losses")
+                                         for kind in ("time", "peak memory", "max |posenc - HF|")]
+    assert all(r["posenc"] > 0 and r["reference"] > 0 for r in rows if r["unit"] == "s")
+    assert all(r["met"] for r in rows if r["unit"] == "abs")  # the same logits and losses
+    memory = [r for r in rows if r["unit"] == "GiB"]
+    assert all(math.isnan(r["posenc"]) or r["posenc"] >= 0 for r in memory)
+
+
+def test_rss_peak_sees_an_allocation():
+    import sys
+
+    import torch
+
+    from posenc.benchmarks.suite import _rss_peak
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("VmHWM is Linux's")
+    _, peak = _rss_peak(lambda: torch.ones(64 * 2**20 // 4).sum())  # 64 MiB, written then freed
+    assert 60 * 2**20 < peak < 200 * 2**20
+
+
+def test_bench_real_options_are_checked_first(cli, tmp_path):
+    code, _, err = cli("bench", "--only", "real", "--real-lengths", "4k", "--out", tmp_path / "x")
+    assert code == 2 and "--real-lengths must be a comma list of integers, got '4k'" in err
+    code, _, err = cli("bench", "--only", "real", "--real-model", tmp_path / "missing.gguf", "--out", tmp_path / "x")
+    assert code == 2 and "does not exist" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()

@@ -14,8 +14,19 @@ def test_end_to_end_on_a_folder(cli, real_models, tmp_path):
     table = pd.read_csv(run / "table.csv")
     assert list(zip(table.scale, table.metric)) == [("none", "ppl"), ("none", "tail_ppl"), ("yarn", "ppl"),
                                                     ("yarn", "tail_ppl")]
-    assert "yarn" in out and "context 64 tokens" in out
+    flat = " ".join(out.split())  # the title wraps
+    assert "yarn" in out and "context 64 tokens" in flat and "(RoPE as shipped: θ = 10000, rope_type default)" in flat
     assert "ETA" in err  # the progress bar
+
+
+def test_finetune_prints_its_checkpoint(cli, real_models, tmp_path):
+    code, out, err = cli("extrapolate", "--model", real_models["gguf"], "--scale", "pi", "--lengths", "16,80",
+                         "--finetune-steps", "2", "--device", "cpu", "--results-dir", tmp_path)
+    assert code == 0, err
+    [run] = list((tmp_path / "runs").iterdir())
+    assert f"fine-tuned checkpoint (pi+ft2): {run / 'finetuned' / 'pi+ft2'}" in out.replace("\n", "")
+    assert list(dict.fromkeys(pd.read_csv(run / "table.csv").scale)) == ["none", "pi", "pi+ft2"]
+    assert "fine-tune pi+ft2" in err  # the progress bar
 
 
 def test_passkey_table_and_heatmap(cli, real_models, tmp_path):
@@ -37,7 +48,9 @@ def test_passkey_table_and_heatmap(cli, real_models, tmp_path):
     (["--model", "REPLACE/tied", "--lengths", "64", "--windows", "100000"], "the text has"),
     (["--model", "REPLACE/tied", "--scale", "clamp"], "--scale 'clamp' does not rescale a real model's RoPE"),
     (["--model", "REPLACE/tied", "--dtype", "int8"], "--dtype 'int8' is not supported; valid: float32"),
-    (["--model", "REPLACE/tied", "--finetune-steps", "3"], "apply to posenc's own models"),
+    (["--model", "REPLACE/tied", "--task", "copy"], "apply to posenc's own models"),
+    (["--model", "REPLACE/tied", "--finetune-steps", "3"], "fine-tunes under each --scale besides the baseline none"),
+    (["--model", "REPLACE/tied", "--scale", "yarn", "--finetune-steps", "-1"], "--finetune-steps must be >= 0"),
     (["--model", "REPLACE/tied", "--passkey", "50", "--lengths", "30"], "too short for the passkey prompt"),
     (["--model", "REPLACE/tied", "--passkey", "150"], "--passkey depths are percentages"),
 ])

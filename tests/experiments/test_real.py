@@ -148,3 +148,84 @@ def test_greedy_reads_is_greedy_decoding(real_models):
     wrong = decoded.clone()
     wrong[-2] = (wrong[-2] + 1) % 384
     assert not model.greedy_reads(NoScale(), wrong, 4)
+
+
+@pytest.mark.parametrize("kind", ["tied", "untied"])
+def test_finetune_saves_a_checkpoint_that_transformers_scores_alike(real_models, tmp_path, kind):
+    """--finetune-steps: the fine-tuned copy is a Hugging Face folder carrying its YaRN scaling;
+    transformers alone, on the documented window, gives the perplexity of the row yarn+ft3."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from posenc.experiments.real import documents, tokenize
+
+    settings = RealSettings(model=str(real_models[kind]), scales=["yarn"], lengths=[16, 80], finetune_steps=3,
+                            tail=TAIL, device="cpu")
+    table, run_dir = run(settings, tmp_path)
+    assert list(dict.fromkeys(table.scale)) == ["none", "yarn", "yarn+ft3"]
+    folder = run_dir.path / "finetuned" / "yarn+ft3"
+    assert {"model.safetensors", "config.json", "tokenizer.json", "finetune.json"} <= {p.name for p in folder.iterdir()}
+    written = json.loads((folder / "config.json").read_text())
+    assert written["rope_scaling"]["rope_type"] == "yarn" and written["max_position_embeddings"] == 80
+    assert written["rope_scaling"]["factor"] == pytest.approx(80 / 64)
+    assert written["rope_scaling"]["original_max_position_embeddings"] == 64
+    assert len(json.loads((folder / "finetune.json").read_text())["train_loss"]) == 3
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    assert hf.config.tie_word_embeddings == (kind == "tied")
+    base = real_models[f"hf_{kind}"]
+    assert not torch.equal(hf.model.layers[0].mlp.up_proj.weight, base.model.layers[0].mlp.up_proj.weight)  # trained
+    ids = tokenize(AutoTokenizer.from_pretrained(folder), documents(None))[:80][None]
+    with torch.no_grad():
+        losses = torch.nn.functional.cross_entropy(hf(ids).logits[0, :-1], ids[0, 1:], reduction="none").double()
+    row = table[table.scale == "yarn+ft3"].set_index("metric")
+    assert row.loc["ppl", "80"] == pytest.approx(math.exp(losses.mean().item()), rel=1e-4)
+    assert row.loc["tail_ppl", "80"] == pytest.approx(math.exp(losses[-TAIL:].mean().item()), rel=1e-4)
+    assert row.loc["ppl", "80"] != table[table.scale == "yarn"].set_index("metric").loc["ppl", "80"]
+
+
+def test_finetune_windows_come_after_the_scored_ones(real_models):
+    from posenc.experiments.real import training_windows
+
+    p = prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[16, 50], windows=3,
+                             finetune_steps=1, device="cpu"))
+    x, y = training_windows(p, 50)(64, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (64, 50) and torch.equal(x[:, 1:], y[:, :-1])
+    text = p.tokens.tolist()
+    for row in x.tolist()[:8]:
+        start = next(i for i in range(len(text)) if text[i : i + 50] == row)
+        assert start >= 3 * 50  # past the three scored windows
+
+
+def test_pi_stacks_on_a_shipped_linear_scaling(tmp_path):
+    """The model ships linear ×2 (trained context 64): --scale pi divides its frequencies once more,
+    transformers' linear ×(2 · 100/64); YaRN on top of it is refused with one line."""
+    from hf_models import save_folder
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from posenc.core.errors import UserError
+    from posenc.experiments.real import documents, tokenize
+
+    folder = save_folder(tmp_path / "linear", rope_scaling={"rope_type": "linear", "factor": 2.0})
+    settings = RealSettings(model=str(folder), scales=["pi"], lengths=[100], device="cpu")
+    prepared = prepare(settings)
+    assert prepared.shipped == "θ = 10000, rope_type linear"
+    table, _ = run(settings, tmp_path / "results", prepared=prepared)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder)
+    config.rope_parameters = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0 * 100 / 64}
+    hf = AutoModelForCausalLM.from_pretrained(folder, config=config, dtype=torch.float32).eval()
+    ids = tokenize(AutoTokenizer.from_pretrained(folder), documents(None))[:100][None]
+    with torch.no_grad():
+        loss = torch.nn.functional.cross_entropy(hf(ids).logits[0, :-1], ids[0, 1:]).item()
+    assert table.set_index(["scale", "metric"]).loc[("pi", "ppl"), "100"] == pytest.approx(math.exp(loss), rel=1e-4)
+    for scale in ("yarn", "ntk"):
+        with pytest.raises(UserError, match=f"--scale '{scale}' is not defined on top of the model's own "
+                                            r"rescaling \(linear\); valid on this model: none, pi"):
+            prepare(RealSettings(model=str(folder), scales=[scale], lengths=[100], device="cpu"))
+    llama3 = save_folder(tmp_path / "llama3", tokenizer=AutoTokenizer.from_pretrained(folder), rope_scaling={
+        "rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 32, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0})
+    assert prepare(RealSettings(model=str(llama3), scales=["pi"], lengths=[100], device="cpu")).original_length == 32
+    with pytest.raises(UserError, match="--finetune-steps with --scale 'pi': cannot describe 'PI' on top of the "
+                                        "shipped rope_type 'llama3'"):
+        prepare(RealSettings(model=str(llama3), scales=["pi"], lengths=[100], finetune_steps=1, device="cpu"))

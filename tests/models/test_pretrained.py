@@ -25,6 +25,25 @@ def test_chunked_cross_entropy_equals_full_logits(tie):
             assert_close(lm(idx, targets=targets, chunk=chunk), full, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("pe", ["rope", "alibi"])
+def test_loss_head_runs_the_asked_chunk(pe, monkeypatch):
+    """Fails on the old forward: the attention's query chunk (the whole window for RoPE) replaced
+    ``chunk``, so the head made full-vocabulary logits for the whole window (SmolLM2 at 12k
+    tokens: 9.0 GB peak RSS, 2.4 GB of them logits and their log-softmax)."""
+    import posenc.models.lm as lm_module
+    from posenc.pe.alibi import AlibiPE
+
+    scheme = RoPE(16) if pe == "rope" else AlibiPE(n_heads=2)
+    lm = CausalLM(scheme, vocab_size=50, d_model=32, n_layers=1, n_heads=2, bias_chunk=64).eval()
+    seen = []
+    real = lm_module.chunked_cross_entropy
+    monkeypatch.setattr(lm_module, "chunked_cross_entropy", lambda x, w, t, chunk: seen.append(chunk) or real(x, w, t, chunk))
+    idx = torch.randint(0, 50, (1, 300))
+    with torch.no_grad():
+        lm(idx, targets=idx, chunk=7)
+    assert seen == [7]
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_keeps_float32_frequencies(dtype):
     """Fails on the old RoPE: ``.to(torch.bfloat16)`` cast ``inv_freq`` too, moving every
@@ -124,3 +143,39 @@ def test_memory_estimate_scales_with_length(real_models):
     short, long = pretrained.peak_bytes(config, 1000), pretrained.peak_bytes(config, 2000)
     assert long > short and pretrained.peak_bytes(config, 1000, torch.bfloat16) < short
     assert pretrained.peak_bytes(config, 10**12) > pretrained.available_bytes("cpu")
+
+
+def test_memory_estimate_bounds_the_measured_peak_at_16k():
+    """SmolLM2-135M at 16,384 tokens peaked at 1.80 GiB RSS (``/usr/bin/time -v posenc extrapolate
+    --model SmolLM2-135M-Instruct.Q4_1.gguf --lengths 16384``): the estimate stays above it and
+    under the 3 GiB goal. Fails on the old estimate, which counted (n_h, s, s) attention scores
+    that causal SDPA never holds (12 GiB at 16k)."""
+    from transformers import LlamaConfig
+
+    from posenc.benchmarks.suite import SMOLLM2_SHAPES
+    from posenc.models import pretrained
+
+    estimate = pretrained.peak_bytes(LlamaConfig(**SMOLLM2_SHAPES), 16384) / 2**30
+    assert 1.80 < estimate <= 3.0
+
+
+def test_finetune_estimate_bounds_the_measured_peak_and_stops_a_run_first(real_models, monkeypatch):
+    """SmolLM2-135M fine-tuned 2 steps at 512 tokens (posenc extrapolate --finetune-steps 2
+    --lengths 256,512 --scale yarn) peaked at 4.63 GiB RSS; a fine-tune the host cannot hold is
+    refused before any weight is read."""
+    from transformers import LlamaConfig
+
+    from posenc.benchmarks.suite import SMOLLM2_SHAPES
+    from posenc.experiments.real import RealSettings, prepare
+    from posenc.models import pretrained
+
+    config = LlamaConfig(**SMOLLM2_SHAPES)
+    assert 4.63 < pretrained.finetune_peak_bytes(config, 512) / 2**30 < 8
+    assert pretrained.finetune_peak_bytes(config, 512) > pretrained.peak_bytes(config, 512)
+    tiny = pretrained.read_config(pretrained.resolve_source(str(real_models["tied"])))
+    assert pretrained.finetune_peak_bytes(tiny, 2000) > pretrained.peak_bytes(tiny, 2000)
+    monkeypatch.setattr(pretrained, "available_bytes", lambda device: pretrained.peak_bytes(tiny, 2000) + 1)
+    prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], device="cpu"))
+    with pytest.raises(UserError, match=r"--lengths 2000 needs about .* GiB to fine-tune on cpu"):
+        prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], finetune_steps=1,
+                             device="cpu"))
