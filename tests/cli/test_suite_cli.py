@@ -160,7 +160,7 @@ def test_every_job_of_a_suite_gets_the_suite_cache_folder(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, or a path to a .yaml file"),
+    (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, standard, or a path to a .yaml file"),
     (["--quick", "--only", "nothere"], "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
                                        "extrapolation_target, extrapolation_passkey, resolution, resolution_relational, order, check"),
     (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of integers"),
