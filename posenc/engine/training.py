@@ -34,6 +34,7 @@ from posenc.engine.evaluation import IGNORE_INDEX
 from posenc.core.io import atomic_write_bytes, replace_folder, settle_folder
 from posenc.engine.results import RunDir
 from posenc.engine.signals import deferred_stop_signals
+from posenc.pe.base import PositionScheme
 from posenc.tasks.base import Criterion
 
 
@@ -48,6 +49,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     warmup_steps: int = 30
     weight_decay: float = 0.1
+    pe_lr_scale: float = 1.0  # the position scheme's own parameters (bias tables, frequencies) train at lr x this
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
@@ -66,6 +68,8 @@ class TrainConfig:
                 raise ConfigError(f"train.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ConfigError(f"train.lr must be > 0, got {self.lr}")
+        if self.pe_lr_scale <= 0:
+            raise ConfigError(f"train.pe_lr_scale must be > 0, got {self.pe_lr_scale}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ConfigError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.warmup_steps < 0:
@@ -179,14 +183,22 @@ def no_weight_decay_names(model: torch.nn.Module) -> set[str]:
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only: not on 1D parameters (norms, biases, gains), nor
     on what a module declares in ``no_weight_decay()`` (position tables, frequencies, cls token),
-    as timm's ``param_groups_weight_decay`` splits them."""
+    as timm's ``param_groups_weight_decay`` splits them. With ``pe_lr_scale`` ≠ 1 the position
+    scheme's own parameters form groups of their own whose ``lr_scale`` the loop multiplies in:
+    Adam moves a parameter by about lr per step whatever its gradient, so a bias table in logit
+    units needs ~1/lr steps to reach a bias of 1."""
     skip = no_weight_decay_names(model)
-    decay, no_decay = [], []
+    scaled = {id(p) for m in model.modules() if isinstance(m, PositionScheme) for p in m.parameters()}
+    groups: dict[tuple[bool, float], list[torch.nn.Parameter]] = {(True, 1.0): [], (False, 1.0): []}
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.dim() < 2 or name in skip else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+            decays = not (p.dim() < 2 or name in skip)
+            scale = cfg.pe_lr_scale if id(p) in scaled else 1.0
+            groups.setdefault((decays, scale), []).append(p)
+    ordered = sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1] != 1.0))  # decay first, as before
+    params = [{"params": ps, "weight_decay": cfg.weight_decay if decays else 0.0, "lr_scale": scale}
+              for (decays, scale), ps in ordered]
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
 def step_hooks(model: torch.nn.Module) -> list[HasStepHook]:
@@ -325,7 +337,7 @@ def train(
         for step in range(first, last):
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
-                group["lr"] = lr
+                group["lr"] = lr * group.get("lr_scale", 1.0)
             x, y = batches(cfg.batch_size, generator)
             x, y = x.to(device), y.to(device)
             with autocast(device, cfg.precision):

@@ -214,6 +214,28 @@ def test_weight_decay_spares_position_parameters_cls_token_and_1d_parameters(mod
             torch.testing.assert_close(p.detach(), before[name] * shrink, msg=name)
 
 
+def test_pe_lr_scale_moves_the_position_parameters_that_much_faster():
+    """Adam's first step moves every parameter with a gradient by about its lr: with
+    ``train.pe_lr_scale=10`` the relative bias table moves 10x as far as at 1, the rest as far."""
+    from posenc.engine.training import train
+
+    def moved(scale: float) -> tuple[float, float]:
+        setup = build(compose(["model=vit_tiny", "pe=rel2d", "model.d_model=16", "model.n_heads=2", "model.n_layers=1",
+                               "model.mlp_hidden=32", "model.pool=mean", "task.val_size=8", "train.steps=1",
+                               "train.warmup_steps=0", "train.weight_decay=0", "train.lr=1e-3",
+                               f"train.pe_lr_scale={scale}", "train.target_accuracy=null", "train.batch_size=4"]))
+        model = setup.model
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        train(model, lambda b, g: setup.task.train_batch(b, 32, g), setup.train, seed=0)
+        step = {n: (p.detach() - before[n]).abs().max().item() for n, p in model.named_parameters()}
+        return step["pe.table"], step["head.weight"]
+
+    table_1, head_1 = moved(1.0)
+    table_10, head_10 = moved(10.0)
+    assert table_1 == pytest.approx(1e-3, rel=0.01) and head_1 == pytest.approx(1e-3, rel=0.01)
+    assert table_10 == pytest.approx(1e-2, rel=0.01) and head_10 == pytest.approx(head_1, rel=1e-6)
+
+
 def test_declared_names_are_collected_with_their_module_prefix_and_checked():
     from posenc.engine.training import no_weight_decay_names
 
