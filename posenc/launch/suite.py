@@ -12,6 +12,11 @@ union of such filters and option names). Running it makes one folder::
         cache/           the trained models of every sweep (``cache_dir``): a model that two sweeps
                          need trains once (``posenc.experiments.cache``)
 
+Two sweeps may fill one table (``table: extrapolation_text``), so that an option needing its own
+recipe (NoPE's deeper LM) runs as a sweep of its own and is read beside the others. A sweep names
+its ``controls``: options that cannot learn its label by construction, each with the reason; the
+report lists them apart from the models that fell short of their target.
+
 ``collect`` gathers every sweep's rows into one long table per sweep (one row per table row of
 every job, with its seed), which ``posenc.reporting.reference_report`` turns into results/REPORT.md;
 it reads the report's own ``suite/`` folder back as well (its ``suite.json`` names its tables).
@@ -47,6 +52,11 @@ class SweepSpec:
     description: str
     overrides: list[str]
     select: dict[str, Any] = field(default_factory=dict)  # group -> filter on its classes' facts, names, or a list
+    table: str = ""  # the table its rows join (default: its own name)
+    controls: dict[str, str] = field(default_factory=dict)  # option -> why it cannot learn the label
+
+    def __post_init__(self) -> None:
+        self.table = self.table or self.name
 
 
 @dataclass
@@ -92,7 +102,8 @@ def load(name: str) -> Suite:
     except yaml.YAMLError as e:
         raise ConfigError(f"suite '{name}' is not valid YAML: {str(e).splitlines()[0]}") from None
     try:
-        sweeps = [SweepSpec(key, str(s.get("description", "")), _flat(s.get("overrides", [])), dict(s.get("select") or {}))
+        sweeps = [SweepSpec(key, str(s.get("description", "")), _flat(s.get("overrides", [])), dict(s.get("select") or {}),
+                            str(s.get("table") or ""), {str(k): str(v) for k, v in (s.get("controls") or {}).items()})
                   for key, s in node["sweeps"].items()]
         return Suite(name, str(node.get("description", "")), [int(s) for s in node["seeds"]],
                      str(node.get("launcher", "basic")), _flat(node.get("launcher_overrides", [])), sweeps)
@@ -160,6 +171,10 @@ def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] |
         if only and spec.name not in only:
             continue
         where = f"suite sweep {spec.name}"
+        schemes = list_options("pe")
+        for control in spec.controls:
+            if not set(control.split()) & set(schemes):
+                raise ConfigError(f"{where}: control '{control}' names no scheme; valid: {', '.join(schemes)}")
         chosen = [f"{group}={','.join(selected(group, selector, where))}" for group, selector in spec.select.items()]
         overrides = [*chosen, *spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
         jobs = expand(overrides)
@@ -204,6 +219,7 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
         "suite": suite.name, "description": suite.description, "launcher": launcher,
         "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
         "sweeps": {p.spec.name: {"description": p.spec.description, "overrides": p.overrides, "model": p.model,
+                                 "table": p.spec.table, "controls": p.spec.controls,
                                  "jobs": len(p.jobs), "dir": None, "seconds": None} for p in planned},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "seconds": None,
     })
@@ -254,7 +270,8 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
                     and c not in ("task", "status") and c in _override_keys(sweep["overrides"])
                     and main[c].nunique(dropna=False) <= 1]
         constant += [c for c in ("cache_dir",) if c in main]  # where the models were cached: not a result
-        tables[name] = main.drop(columns=constant + ["job"])
+        into = sweep.get("table") or name
+        _join(tables, into, main.drop(columns=constant + ["job"]))
         for side in SIDE_TABLES:
             if any(folder.glob(f"*/runs/*/{side}.csv")):
                 extra = long_table(folder, side)
@@ -262,8 +279,13 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
                 # (a length a scheme cannot represent, the target step of a model that missed it)
                 own = [c for c in extra.columns if c not in _override_keys(sweep["overrides"]) | {"job", "status"}]
                 extra = extra.dropna(subset=own, how="all")
-                tables[f"{name}_{side}"] = extra.drop(columns=[c for c in constant if c in extra] + ["job"])
+                _join(tables, f"{into}_{side}", extra.drop(columns=[c for c in constant if c in extra] + ["job"]))
     return tables
+
+
+def _join(tables: dict[str, pd.DataFrame], name: str, rows: pd.DataFrame) -> None:
+    tables[name] = pd.concat([tables[name], rows], ignore_index=True) if name in tables else rows
+
 
 
 def _override_keys(overrides: Sequence[str]) -> set[str]:

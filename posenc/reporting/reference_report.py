@@ -16,7 +16,7 @@ from posenc.launch.suite import SUITE_FILE
 from posenc.reporting.claims import CLAIMS
 from posenc.reporting.findings import FINDINGS
 from posenc.reporting.plots import plot_extrapolation, plot_order, plot_resolution
-from posenc.reporting.tables import Tables, did_not_learn, ext_table, md, order_rows, present
+from posenc.reporting.tables import Tables, controls, did_not_learn, ext_table, md, order_rows, present
 
 
 
@@ -52,13 +52,19 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
              "per-seed differences (within [−1, 1] for accuracies), and a verdict says higher or lower only when that "
              "interval excludes 0.",
              "", *_meta_lines(meta)]
-    under = did_not_learn(tables)
+    under, expected = did_not_learn(tables, controls(meta))
     if under:
         lines += ["## Models under their training target", "",
                   "Runs whose model did not reach its training target (`reached_target` false: did not learn). The "
                   "extrapolation and resolution readings leave them out of every average, and their comparisons pair "
                   "only the seeds that learned; the ViT ablation and the order test read every model, since whether "
                   "a scheme can learn the task is what they measure.", "", *under, ""]
+    if expected:
+        lines += ["### Controls", "",
+                  "Schemes that cannot learn a sweep's label by construction, named as controls in the suite's file "
+                  "(`controls:`), each with the reason; they run to their step cap, and the tests of C1 and the ViT "
+                  "ablation read them. A control that reached its target would contradict its reason.", "",
+                  *expected, ""]
     lines += ["## The seed document's claims", ""]
     lines += [f(tables, meta).text() for f in CLAIMS]
     lines += ["## Beside the published findings", "",

@@ -112,25 +112,45 @@ def side_table(name: str, tables: Tables) -> bool:
     return any(name == f"{sweep}_{side}" for sweep in tables for side in SIDE_TABLES)
 
 
-def did_not_learn(tables: Tables) -> list[str]:
+def controls(meta: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """{table: {option: why it cannot learn the label}}: the controls a suite's record
+    (``suite.json``) names per sweep, gathered by the table the sweep fills."""
+    out: dict[str, dict[str, str]] = {}
+    for name, sweep in (meta.get("sweeps") or {}).items():
+        out.setdefault(sweep.get("table") or name, {}).update(sweep.get("controls") or {})
+    return out
+
+
+def did_not_learn(tables: Tables, expected: dict[str, dict[str, str]] | None = None) -> tuple[list[str], list[str]]:
     """Per table that records it: which models did not reach their training target, by scheme
-    (and model, attention where the table has them) and seed; empty when no table records it."""
-    lines, recorded = [], False
+    (and model, attention where the table has them) and seed, as two lists of lines: the models
+    that fell short, and the controls (``expected``: {table: {scheme: reason}}) that cannot learn
+    the label by construction, with how many seeds of each stayed under target."""
+    short, control_lines, recorded = [], [], False
     for name, table in tables.items():
         t = completed(table)
         if t is None or "reached_target" not in t or side_table(name, tables):
             continue
         recorded = True
-        under = t[under_target(t)]
-        keys = [k for k in ("model", "attention", "pe") if k in under]
-        runs = under.drop_duplicates([*keys, "seed"]) if "seed" in under else under.drop_duplicates(keys)
-        if len(runs):
+        reasons = (expected or {}).get(name, {})
+        keys = [k for k in ("model", "attention", "pe") if k in t]
+        run_keys = [*keys, "seed"] if "seed" in t else keys
+        # a run is under target when any of its rows records it (the order table's init rows record nothing)
+        runs = t.assign(_under=under_target(t)).groupby(run_keys, sort=False, as_index=False)["_under"].any()
+        # a control is named by some of the run's identity values: "nope", or "bidirectional nope"
+        identity = runs[keys].astype(str).apply(set, axis=1)
+        control = identity.map(lambda values: next((c for c in reasons if set(c.split()) <= values), None))
+        under = runs[runs["_under"] & control.isna()]
+        if len(under):
             named = "; ".join(f"{' '.join(map(str, group if isinstance(group, tuple) else (group,)))} (seed "
-                              f"{', '.join(str(s) for s in part['seed'])})" for group, part in runs.groupby(keys, sort=False))
-            lines.append(f"- `{name}`: {len(runs)} did not learn — {named}.")
-    if recorded and not lines:
-        lines.append("Every model reached its training target.")
-    return lines
+                              f"{', '.join(str(s) for s in part['seed'])})" for group, part in under.groupby(keys, sort=False))
+            short.append(f"- `{name}`: {len(under)} did not learn — {named}.")
+        for which, part in runs[control.notna()].groupby(control[control.notna()], sort=False):
+            missed = int(part["_under"].sum())
+            control_lines.append(f"- `{name}` {which}: {missed} of {len(part)} runs under target — {reasons[which]}")
+    if recorded and not short:
+        short.append("Every model reached its training target" + (" (the controls apart)." if control_lines else "."))
+    return short, control_lines
 
 
 def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame | None:

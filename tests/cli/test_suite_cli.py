@@ -210,6 +210,16 @@ def test_a_bad_select_in_a_suite_file_is_one_line(tmp_path, select, message):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_control_that_names_no_scheme_is_one_line(tmp_path):
+    suite = tmp_path / "ctl.yaml"
+    suite.write_text(json.dumps({"seeds": [0], "sweeps": {"check": {
+        "controls": {"bidirectional nop": "a typo"}, "overrides": ["experiment=check"]}}}))
+    result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert "suite sweep check: control 'bidirectional nop' names no scheme; valid: alibi" in " ".join(result.output.split())
+    assert not (tmp_path / "r").exists()
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

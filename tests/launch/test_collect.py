@@ -38,3 +38,25 @@ def test_a_side_table_keeps_its_rows_with_a_nan(tmp_path):
     depth = tables["extrapolation_passkey_depth"]
     assert depth["pe"].tolist() == ["learned", "learned"] and depth["32"].tolist() == [0.9, 0.8]
     assert depth["64"].isna().all() and "cache_dir" not in depth and "cache_dir" not in tables["extrapolation_passkey"]
+
+
+def test_two_sweeps_that_name_one_table_fill_it_together(tmp_path):
+    """A sweep with ``table: extrapolation_text`` (NoPE's deeper recipe) adds its rows to that table;
+    its own constant recipe override (model.n_layers=4) is no column, as in the sweep it joins."""
+    scores = {"scale": ["none"], "metric": ["bpb"], "64": [2.4]}
+    sweeps = {}
+    for name, pes, extra in (("extrapolation_text", ["rope", "alibi"], []),
+                             ("extrapolation_text_nope", ["nope"], ["model.n_layers=4"])):
+        folder = tmp_path / "sweeps" / name
+        folder.mkdir(parents=True)
+        jobs = [[f"pe={pe}", *extra, "seed=0"] for pe in pes]
+        (folder / "sweep.json").write_text(json.dumps({"jobs": jobs}))
+        for num, pe in enumerate(pes):
+            job(folder, num, pd.DataFrame({"pe": [pe], **scores}))
+        sweeps[name] = {"dir": f"sweeps/{name}", "overrides": [f"pe={','.join(pes)}", *extra, "seed=0"],
+                        "table": "extrapolation_text"}
+    (tmp_path / "suite.json").write_text(json.dumps({"sweeps": sweeps}))
+    tables = collect(tmp_path)
+    assert list(tables) == ["extrapolation_text"]
+    assert tables["extrapolation_text"]["pe"].tolist() == ["rope", "alibi", "nope"]
+    assert "model.n_layers" not in tables["extrapolation_text"]

@@ -340,6 +340,32 @@ def test_models_under_their_target_are_named_and_left_out_of_the_averages():
     assert "training target" not in render(tables(), META)
 
 
+def test_controls_are_listed_apart_with_their_reason_and_a_control_that_learned_shows():
+    """A sweep's ``controls`` (schemes that cannot learn its label by construction) are not counted
+    as models that fell short; each is listed under Controls with its reason and how many runs
+    stayed under target, so a control that learned would show (0 of n). A control named by part of
+    a run's identity ("bidirectional nope") leaves the causal NoPE among the ordinary models."""
+    r = resolution()
+    r["reached_target"] = r["pe"] != "nope"
+    o = order()
+    o["reached_target"] = ~((o["pe"] == "nope") & (o["attention"] == "bidirectional"))
+    meta = META | {"sweeps": {"resolution": {"controls": {"nope": "no positions: a bag of patches"}},
+                              "order": {"controls": {"bidirectional nope": "permutation-equivariant"}}}}
+    text = render(tables(resolution=r, order=o), meta)
+    under = text.split("## Models under their training target")[1].split("## The seed")[0]
+    assert "Every model reached its training target (the controls apart)." in under
+    assert "- `resolution` nope: 3 of 3 runs under target — no positions: a bag of patches" in under
+    # two models (lm_tiny, vit_tiny) x 3 seeds; the causal NoPE learned and is no control
+    assert "- `order` bidirectional nope: 6 of 6 runs under target — permutation-equivariant" in under
+    # the same runs without the suite's controls are models that did not learn
+    plain = render(tables(resolution=r, order=o), META).split("## Models under their training target")[1]
+    assert "- `resolution`: 3 did not learn — nope (seed 0, 1, 2)." in plain and "### Controls" not in plain
+    # a control that learned contradicts its reason: it shows as 0 of n
+    r["reached_target"] = True
+    text = render(tables(resolution=r), meta)
+    assert "- `resolution` nope: 0 of 3 runs under target" in text
+
+
 def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
     """Every run under its target leaves nothing to read; the section says why (before: 'missing')."""
     from posenc.reporting.tables import missing
