@@ -15,7 +15,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +150,26 @@ class Pretrained:
         return original_context(self.config)
 
 
+@contextmanager
+def quiet_gguf_bar() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar ("Converting and de-quantizing GGUF
+    tensors...") that ``disable_progress_bar`` does not reach; it is turned off while loading."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # a transformers without GGUF support reads no GGUF file either
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    gguf_utils.tqdm = partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
+
+
 def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.float32,
                     device: torch.device | str = "cpu") -> Pretrained:
     """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
@@ -156,7 +179,8 @@ def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.floa
 
     logging.disable_progress_bar()  # posenc's own bar reports progress; the library never prints
     tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
-    hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
+    with quiet_gguf_bar():
+        hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
     lm = from_hf_llama(hf.eval())
     del hf
     return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)

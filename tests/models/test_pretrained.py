@@ -90,6 +90,22 @@ def test_loads_with_transformers_logits(real_models, kind):
     assert loaded.original_length == 64 and loaded.tokenizer.eos_token_id == 0
 
 
+def test_loading_a_gguf_file_draws_no_bar_of_the_library(real_models, capfd):
+    """transformers' GGUF reader draws its own tqdm bar, which ``disable_progress_bar`` misses;
+    posenc's load prints nothing, and leaves the reader's bar as it found it."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    from posenc.models import pretrained
+
+    bar = gguf_utils.tqdm
+    source = pretrained.resolve_source(str(real_models["gguf"]))
+    capfd.readouterr()
+    pretrained.load_pretrained(source, pretrained.read_config(source))
+    out, err = capfd.readouterr()
+    assert "GGUF" not in out + err and "it/s" not in err
+    assert gguf_utils.tqdm is bar
+
+
 def test_bfloat16_load_keeps_float32_frequencies(real_models):
     from posenc.models import pretrained
 
