@@ -222,9 +222,18 @@ def about(meta: Meta, sweep: str, table: pd.DataFrame | None = None) -> dict[str
     """Words for a sweep's prose: ``seeds`` ("3 seeds", counted in the table, else the suite's)
     and ``model`` ("2-layer, 64-wide model (lm_tiny, 400 training steps)") from the suite's record."""
     n = int(table["seed"].nunique()) if table is not None and "seed" in table else len(meta.get("seeds") or [])
-    m = (meta.get("sweeps", {}).get(sweep) or {}).get("model") or {}
+    sweeps = meta.get("sweeps", {})
+    m = (sweeps.get(sweep) or {}).get("model") or {}
+    # trained to criterion (the table records it): the steps are a cap
+    steps = "at most {} training steps" if table is not None and "reached_target" in table else "{} training steps"
     if {"n_layers", "d_model"} <= set(m):
-        trained = f", {m['steps']} training steps" if m.get("steps") else ""
+        trained = f", {steps.format(m['steps'])}" if m.get("steps") else ""
+        # sweeps that fill the same table with their own recipe (NoPE's deeper LM)
+        for name, other in sweeps.items():
+            o = other.get("model") or {}
+            if name != sweep and other.get("table") == sweep and {"n_layers", "d_model"} <= set(o) and o != m:
+                which = next((v.split("=", 1)[1] for v in other.get("overrides", []) if v.startswith("pe=")), name)
+                trained += f"; {which} {o['n_layers']}-layer, {o['d_model']}-wide"
         model = f"{m['n_layers']}-layer, {m['d_model']}-wide model ({m.get('name', '?')}{trained})"
     else:
         model = "model"  # a suite recorded before model sizes were

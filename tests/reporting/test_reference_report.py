@@ -366,6 +366,37 @@ def test_controls_are_listed_apart_with_their_reason_and_a_control_that_learned_
     assert "- `resolution` nope: 0 of 3 runs under target" in text
 
 
+def test_a_relative_scheme_named_as_control_is_explained_not_counted_against_the_parity():
+    """rel2d at chance on the absolute task: without controls the ablation agrees only partly
+    ("falls behind"); named as the sweep's control it is explained by its reason, and the parity
+    of the relative schemes that can express the label decides the verdict."""
+    r = resolution(rel_acc=0.25)
+    plain = section(render(tables(resolution=r), META), "ViT")
+    assert "**Agrees:** partly on the absolute task" in plain and "rel2d falls behind every absolute scheme" in plain
+    meta = META | {"sweeps": {"resolution": {"controls": {"rel2d": "offsets only: translation-invariant"}}}}
+    body = section(render(tables(resolution=r), meta), "ViT")
+    assert "**Agrees:** yes on the absolute task" in body
+    assert "rel2d falls behind every absolute scheme" in body
+    assert "rel2d is a control of this task: offsets only: translation-invariant." in body
+
+
+def test_the_model_words_name_a_scheme_trained_by_its_own_recipe():
+    """A sweep that fills another's table with its own model (NoPE's 4 layers) shows in the model's
+    words; trained to criterion, the steps read as a cap."""
+    from posenc.reporting.tables import about
+
+    lm = {"name": "lm_tiny", "d_model": 64, "n_layers": 2, "steps": 4000}
+    meta = {"seeds": [0, 1], "sweeps": {
+        "extrapolation_text": {"model": lm, "overrides": ["pe=rope,alibi"]},
+        "extrapolation_text_nope": {"model": lm | {"n_layers": 4}, "table": "extrapolation_text",
+                                    "overrides": ["pe=nope", "model.n_layers=4"]}}}
+    trained = pd.DataFrame({"seed": [0, 1], "reached_target": [True, True]})
+    assert about(meta, "extrapolation_text", trained)["model"] == (
+        "2-layer, 64-wide model (lm_tiny, at most 4000 training steps; nope 4-layer, 64-wide)")
+    assert about(meta, "extrapolation_text", pd.DataFrame({"seed": [0]}))["model"] == (
+        "2-layer, 64-wide model (lm_tiny, 4000 training steps; nope 4-layer, 64-wide)")
+
+
 def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
     """Every run under its target leaves nothing to read; the section says why (before: 'missing')."""
     from posenc.reporting.tables import missing
