@@ -7,19 +7,23 @@ RoPE and ``extrapolation_target``'s) trains once per suite::
 
     <cache>/<hash>/              a completed training: config.yaml (its training config),
                                  summary.json (how it ended), metrics.jsonl, checkpoint/
-    <cache>/.<hash>.<pid>[-n]/   a training in progress, never read
+    <cache>/.<hash>.<host>.<pid>[-n]/   a training in progress, never read
 
 A training runs in its own hidden folder and is published by one rename once complete, so no
 reader ever sees a half-written entry. Two jobs that want the same entry at once both train (the
 same weights, on CPU); the first to finish publishes and the other drops its folder. An entry
-counts only when its summary says completed and its weights exist.
+counts only when its summary says completed and its weights exist. A job killed mid-training
+(SIGKILL, a node lost) leaves its hidden folder; the next job that trains the same config removes
+those of dead processes on its own host (a folder of another host may belong to a live job there).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
+import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -75,7 +79,8 @@ def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | No
         summary = RunDir(entry).read_summary()
         load_weights(RunDir(entry).checkpoint_dir, setup.model)
         return Trained(setup.model, entry, True, {k: summary.get(k) for k in [*TRAINED_AT, "train_loss"]})
-    partial = make_unique_dir(Path(cache), f".{entry.name}.{os.getpid()}")
+    reap(Path(cache), entry.name)
+    partial = make_unique_dir(Path(cache), f".{entry.name}.{HOST}.{os.getpid()}")
     run = RunDir(partial)
     atomic_write_text(partial / "config.yaml", yaml.safe_dump(training_config(setup.config), sort_keys=False))
     run.write_summary({"status": "running", "config_hash": key})
@@ -88,6 +93,32 @@ def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | No
     run.update_summary(status="completed", seconds=result.seconds, **record)
     publish(partial, entry)
     return Trained(setup.model, entry, False, record)
+
+
+HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())  # no dots: the folder name splits on them
+_PARTIAL = re.compile(r"\.(?P<key>[0-9a-f]+)\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)(-\d+)?")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def reap(cache: Path, key: str) -> list[Path]:
+    """Remove the in-progress folders of ``key`` left by dead processes of this host (a job
+    killed mid-training); returns them."""
+    gone = []
+    for folder in cache.glob(f".{key}.*"):
+        m = _PARTIAL.fullmatch(folder.name)
+        if m and m["key"] == key and m["host"] == HOST and int(m["pid"]) != os.getpid() and not alive(int(m["pid"])):
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder)
+    return gone
 
 
 def publish(partial: Path, entry: Path) -> None:

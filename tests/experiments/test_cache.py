@@ -10,7 +10,7 @@ import pytest
 from posenc.engine.build import build
 from posenc.engine.config import compose
 from posenc.engine.results import config_hash
-from posenc.experiments.cache import TRAINED_AT, complete, publish, trained, training_config
+from posenc.experiments.cache import HOST, TRAINED_AT, complete, publish, reap, trained, training_config
 from posenc.experiments.extrapolation.protocol import job
 
 TINY = ["experiment=extrapolation", "pe=rope", "extrapolation.scales=[none,pi]", "extrapolation.lengths=[16,32]",
@@ -67,7 +67,7 @@ def test_a_half_written_entry_is_not_read(tmp_path):
     out = trained(setup, tmp_path)
     assert not out.reused and out.folder == entry and complete(entry)
     assert json.loads((entry / "summary.json").read_text())["steps"] == 3
-    assert entries(tmp_path) == [f".{key}.{os.getpid()}.stale", key]  # the half-written one, moved aside
+    assert entries(tmp_path) == [f".{key}.{HOST}.{os.getpid()}.stale", key]  # the half-written one, moved aside
     again = trained(build(compose(TINY)), tmp_path)
     assert again.reused and again.record == out.record
 
@@ -86,7 +86,7 @@ def test_a_training_in_progress_is_invisible_and_a_failed_one_leaves_nothing(tmp
     with pytest.raises(RuntimeError, match="killed"):
         trained(setup, tmp_path)
     key = config_hash(training_config(setup.config))[:16]
-    assert seen == [[f".{key}.{os.getpid()}"]] and entries(tmp_path) == []
+    assert seen == [[f".{key}.{HOST}.{os.getpid()}"]] and entries(tmp_path) == []
 
 
 def test_publish_keeps_the_first_of_two_completed_trainings(tmp_path):
@@ -103,3 +103,22 @@ def test_publish_keeps_the_first_of_two_completed_trainings(tmp_path):
     publish(completed(".abc.1", 1.0), entry)
     publish(completed(".abc.2", 2.0), entry)
     assert entries(tmp_path) == ["abc"] and json.loads((entry / "summary.json").read_text())["train_loss"] == 1.0
+
+
+def test_a_killed_training_s_folder_is_removed_by_the_next_job_on_its_host(tmp_path):
+    """A job killed mid-training (SIGKILL) leaves ``.<hash>.<host>.<pid>``; the next training of
+    that config removes it when the pid is dead on this host, and leaves a live job's folder, another
+    host's, and another config's alone."""
+    import subprocess
+    import sys
+
+    setup = build(compose(TINY))
+    key = config_hash(training_config(setup.config))[:16]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    keep = [f".{key}.{HOST}.{os.getppid()}", f".{key}.otherhost.{dead_pid}", f".{'0' * 16}.{HOST}.{dead_pid}"]
+    for name in [f".{key}.{HOST}.{dead_pid}", f".{key}.{HOST}.{dead_pid}-1", *keep]:
+        (tmp_path / name).mkdir()
+    assert sorted(p.name for p in reap(tmp_path, key)) == [f".{key}.{HOST}.{dead_pid}", f".{key}.{HOST}.{dead_pid}-1"]
+    out = trained(setup, tmp_path)
+    assert entries(tmp_path) == sorted([*keep, key]) and out.folder.name == key
