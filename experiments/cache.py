@@ -96,7 +96,7 @@ def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | No
 
 
 HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())  # no dots: the folder name splits on them
-_PARTIAL = re.compile(r"\.(?P<key>[0-9a-f]+)\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)(-\d+)?")
+_PARTIAL = re.compile(r"\.[0-9a-f]+\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)(-\d+)?")
 
 
 def alive(pid: int) -> bool:
@@ -105,7 +105,7 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process
-        return True
+        pass
     return True
 
 
@@ -115,7 +115,7 @@ def reap(cache: Path, key: str) -> list[Path]:
     gone = []
     for folder in cache.glob(f".{key}.*"):
         m = _PARTIAL.fullmatch(folder.name)
-        if m and m["key"] == key and m["host"] == HOST and int(m["pid"]) != os.getpid() and not alive(int(m["pid"])):
+        if m and m["host"] == HOST and int(m["pid"]) != os.getpid() and not alive(int(m["pid"])):
             shutil.rmtree(folder, ignore_errors=True)
             gone.append(folder)
     return gone

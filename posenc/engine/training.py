@@ -195,9 +195,8 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
             decays = not (p.dim() < 2 or name in skip)
             scale = cfg.pe_lr_scale if id(p) in scaled else 1.0
             groups.setdefault((decays, scale), []).append(p)
-    ordered = sorted(groups.items(), key=lambda item: (not item[0][0], item[0][1] != 1.0))  # decay first, as before
     params = [{"params": ps, "weight_decay": cfg.weight_decay if decays else 0.0, "lr_scale": scale}
-              for (decays, scale), ps in ordered]
+              for (decays, scale), ps in groups.items()]  # the two unscaled groups first, as before
     return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 

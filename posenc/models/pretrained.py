@@ -157,17 +157,15 @@ def quiet_gguf_bar() -> Iterator[None]:
     try:
         from transformers import modeling_gguf_pytorch_utils as gguf_utils
     except ImportError:  # a transformers without GGUF support reads no GGUF file either
-        yield
-        return
+        gguf_utils = None
     bar = getattr(gguf_utils, "tqdm", None)
-    if bar is None:
-        yield
-        return
-    gguf_utils.tqdm = partial(bar, disable=True)
+    if bar is not None:
+        gguf_utils.tqdm = partial(bar, disable=True)
     try:
         yield
     finally:
-        gguf_utils.tqdm = bar
+        if bar is not None:
+            gguf_utils.tqdm = bar
 
 
 def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.float32,
