@@ -149,7 +149,7 @@ def model_size(job: Sequence[str]) -> dict[str, Any]:
 
     cfg = compose(job)
     return {"name": cfg.choices.model, **{k: cfg.model[k] for k in ("d_model", "n_layers", "n_heads") if k in cfg.model},
-            "steps": cfg.train.steps, "seq_len": cfg.train.seq_len}
+            "steps": cfg.train.steps, "seq_len": cfg.train.seq_len, "pe_lr_scale": cfg.train.get("pe_lr_scale", 1.0)}
 
 
 def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,

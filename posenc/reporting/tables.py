@@ -218,6 +218,13 @@ def resolution_table(r: pd.DataFrame, finetune: int) -> pd.DataFrame:
 
 # --- what the suite ran: its metadata ------------------------------------------------------------
 
+def pe_lr_words(model: dict[str, Any]) -> str:
+    """"position parameters at 10× the lr" for a recorded model trained with ``train.pe_lr_scale``
+    other than 1, else ""."""
+    scale = float(model.get("pe_lr_scale", 1.0))
+    return "" if scale == 1 else f"position parameters at {scale:g}× the lr"
+
+
 def about(meta: Meta, sweep: str, table: pd.DataFrame | None = None) -> dict[str, str]:
     """Words for a sweep's prose: ``seeds`` ("3 seeds", counted in the table, else the suite's)
     and ``model`` ("2-layer, 64-wide model (lm_tiny, 400 training steps)") from the suite's record."""
@@ -228,12 +235,18 @@ def about(meta: Meta, sweep: str, table: pd.DataFrame | None = None) -> dict[str
     steps = "at most {} training steps" if table is not None and "reached_target" in table else "{} training steps"
     if {"n_layers", "d_model"} <= set(m):
         trained = f", {steps.format(m['steps'])}" if m.get("steps") else ""
-        # sweeps that fill the same table with their own recipe (NoPE's deeper LM)
+        trained += f", {pe_lr_words(m)}" if pe_lr_words(m) else ""
+        # sweeps that fill the same table with their own recipe (NoPE's deeper LM, a learning rate)
         for name, other in sweeps.items():
             o = other.get("model") or {}
             if name != sweep and other.get("table") == sweep and {"n_layers", "d_model"} <= set(o) and o != m:
-                which = next((v.split("=", 1)[1] for v in other.get("overrides", []) if v.startswith("pe=")), name)
-                trained += f"; {which} {o['n_layers']}-layer, {o['d_model']}-wide"
+                which = next((v.split("=", 1)[1].replace(",", ", ") for v in other.get("overrides", [])
+                              if v.startswith("pe=")), name)
+                if (o["n_layers"], o["d_model"]) != (m["n_layers"], m["d_model"]):
+                    which += f" {o['n_layers']}-layer, {o['d_model']}-wide"
+                if pe_lr_words(o) != pe_lr_words(m):
+                    which += f" with {pe_lr_words(o) or 'the base lr'}"
+                trained += f"; {which}"
         model = f"{m['n_layers']}-layer, {m['d_model']}-wide model ({m.get('name', '?')}{trained})"
     else:
         model = "model"  # a suite recorded before model sizes were

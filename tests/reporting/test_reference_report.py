@@ -397,6 +397,25 @@ def test_the_model_words_name_a_scheme_trained_by_its_own_recipe():
         "2-layer, 64-wide model (lm_tiny, 4000 training steps; nope 4-layer, 64-wide)")
 
 
+def test_the_model_words_name_a_learning_rate_recipe():
+    """A sweep that fills another's table with the same model but its position parameters at a
+    higher lr (the relative schemes of passkey) is named with that lr; a sweep trained so
+    throughout says it once."""
+    from posenc.reporting.tables import about
+
+    lm = {"name": "lm_tiny", "d_model": 64, "n_layers": 2, "steps": 4000, "pe_lr_scale": 1.0}
+    meta = {"seeds": [0], "sweeps": {
+        "passkey": {"model": lm, "overrides": ["pe=learned,sinusoidal"]},
+        "passkey_relative": {"model": lm | {"pe_lr_scale": 10.0}, "table": "passkey",
+                             "overrides": ["pe=fire,t5", "train.pe_lr_scale=10"]},
+        "passkey_nope": {"model": lm | {"n_layers": 4}, "table": "passkey", "overrides": ["pe=nope"]}}}
+    assert about(meta, "passkey")["model"] == ("2-layer, 64-wide model (lm_tiny, 4000 training steps; "
+                                                "fire, t5 with position parameters at 10× the lr; nope 4-layer, 64-wide)")
+    scaled = {"seeds": [0], "sweeps": {"vit": {"model": lm | {"name": "vit_tiny", "pe_lr_scale": 10.0}}}}
+    assert about(scaled, "vit")["model"] == (
+        "2-layer, 64-wide model (vit_tiny, 4000 training steps, position parameters at 10× the lr)")
+
+
 def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
     """Every run under its target leaves nothing to read; the section says why (before: 'missing')."""
     from posenc.reporting.tables import missing
