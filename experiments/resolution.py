@@ -29,7 +29,7 @@ from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS
-from posenc.pe.resample import MODES
+from posenc.pe.resample import MODES, SMOOTH_MODES
 from posenc.core.io import atomic_write_bytes, save_figure, write_table
 from posenc.engine.results import RunDir
 from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
@@ -43,7 +43,9 @@ class ResolutionConfig:
 
     resolutions: list[int] = field(default_factory=lambda: [16, 24, 32, 48, 64])
     methods: list[str] = field(default_factory=lambda: ["bicubic", "extrapolate", "interpolate"])
-    antialias: bool | None = None  # None: on for bilinear/bicubic (timm's default), see resample_grid
+    # None: on for bilinear/bicubic (timm's default), see resample_grid; true/false: those two methods
+    # with/without it. Nearest and area have no antialiased form and run as they are beside them.
+    antialias: bool | None = None
     finetune_steps: int = 10
     finetune_lr: float = 1e-3
     eval_items: int | None = 256
@@ -54,7 +56,7 @@ class ResolutionConfig:
         for m in self.methods:
             if m not in METHODS:
                 raise ConfigError(f"unknown interpolation method '{m}'; valid: {', '.join(METHODS)}")
-        if self.antialias and not set(self.methods) & {"bilinear", "bicubic"}:
+        if self.antialias and not set(self.methods) & set(SMOOTH_MODES):
             raise ConfigError("resolution.antialias needs method bilinear or bicubic")
         if self.finetune_steps < 0:
             raise ConfigError(f"resolution.finetune_steps must be >= 0, got {self.finetune_steps}")
@@ -241,7 +243,8 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         for res in settings.resolutions:
             images, labels = task.eval_set(res, settings.eval_items)
             for method in methods:
-                moved = copy.deepcopy(model).set_resolution(res, method, settings.antialias)
+                antialias = settings.antialias if method in SMOOTH_MODES else None
+                moved = copy.deepcopy(model).set_resolution(res, method, antialias)
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
                 rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc,
                              **trained_at})

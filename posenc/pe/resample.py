@@ -21,7 +21,7 @@ from posenc.core.errors import ConfigError
 
 Mode = Literal["nearest", "bilinear", "bicubic", "area"]
 MODES: tuple[str, ...] = ("nearest", "bilinear", "bicubic", "area")
-_SMOOTH = ("bilinear", "bicubic")  # the modes F.interpolate allows align_corners and antialias for
+SMOOTH_MODES: tuple[str, ...] = ("bilinear", "bicubic")  # the modes F.interpolate allows align_corners and antialias for
 
 
 def as_grid(grid: int | tuple[int, int] | list[int]) -> tuple[int, int]:
@@ -35,7 +35,7 @@ def as_grid(grid: int | tuple[int, int] | list[int]) -> tuple[int, int]:
 def check_mode(mode: str, antialias: bool | None = None, align_corners: bool = False) -> None:
     if mode not in MODES:
         raise ConfigError(f"unknown interpolation mode '{mode}'; valid: {', '.join(MODES)}")
-    if mode not in _SMOOTH and (antialias or align_corners):
+    if mode not in SMOOTH_MODES and (antialias or align_corners):
         flag = "antialias" if antialias else "align_corners"
         raise ConfigError(f"{flag} needs mode bilinear or bicubic, not '{mode}'")
 
@@ -67,7 +67,7 @@ def resample_grid(
     """
     check_mode(mode, antialias, align_corners)
     if antialias is None:
-        antialias = mode in _SMOOTH
+        antialias = mode in SMOOTH_MODES
     batched = embedding.dim() == 3
     if not batched and embedding.dim() != 2:
         raise ValueError(f"expected a [1, n, D] or [n, D] table, got shape {tuple(embedding.shape)}")
@@ -88,7 +88,7 @@ def resample_grid(
     prefix, patches = table[:, :num_prefix_tokens], table[:, num_prefix_tokens:]
     d = patches.shape[-1]
     img = patches.float().reshape(1, h, w, d).permute(0, 3, 1, 2)  # (1, D, H, W)
-    extra = {"align_corners": align_corners, "antialias": antialias} if mode in _SMOOTH else {}
+    extra = {"align_corners": align_corners, "antialias": antialias} if mode in SMOOTH_MODES else {}
     img = F.interpolate(img, size=(new_h, new_w), mode=mode, **extra)  # (1, D, H', W')
     patches = img.permute(0, 2, 3, 1).reshape(1, new_h * new_w, d).to(table.dtype)  # (1, H'·W', D)
     out = torch.cat((prefix, patches), dim=1)  # (1, prefix + H'·W', D)

@@ -72,3 +72,16 @@ def test_bad_settings_fail_before_any_run_dir(tmp_path, extra, message):
     with pytest.raises(ConfigError, match="each scheme once, please: nope, nope"):
         run([compose([*TINY, "pe=nope"])] * 2, results_root=tmp_path)
     assert not (tmp_path / "runs").exists()
+
+
+def test_antialias_applies_to_the_smooth_methods_beside_nearest(tmp_path):
+    """Fails on the old run: nearest took resolution.antialias=true too and raised mid-run, after
+    training. Now nearest runs as it is, the same with the flag on or off."""
+    cfg = [*TINY, "pe=learned", "resolution.methods=[nearest,bilinear]", "resolution.finetune_steps=0",
+           "resolution.resolutions=[8,32]", "resolution.eval_items=32"]
+    tables = {flag: run([compose([*cfg, f"resolution.antialias={flag}"])], results_root=tmp_path / flag)[0]
+              for flag in ("true", "false")}
+    for table in tables.values():
+        assert table.method.tolist() == ["nearest", "bilinear"]
+    on, off = (tables[f].set_index("method") for f in ("true", "false"))
+    assert on.loc["nearest", "8px"] == off.loc["nearest", "8px"]
