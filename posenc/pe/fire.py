@@ -66,30 +66,41 @@ def fire_mlp_segments(mlp: nn.Sequential) -> tuple[torch.Tensor, torch.Tensor, t
 
 
 def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Tensor,
-                  segments: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> torch.Tensor:
+                  segments: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                  out: torch.Tensor | None = None) -> torch.Tensor:
     """mlp(ψ(|d_t|) / N_r) of (n,) integer distances and (s_q,) normalisers N > 0 -> (n_h, s_q, n),
-    given the MLP's ``segments`` (``fire_mlp_segments``), with no (s_q, n, width) hidden layer.
+    given the MLP's ``segments`` (``fire_mlp_segments``), with no (s_q, n, width) hidden layer;
+    written into ``out`` when given (no gradient then: ``out=`` has none).
 
-    ψ(|d|)/N_r for one distance spans [ψ/N_max, ψ/N_min] over the rows; when no knot falls
-    inside, every row of that distance is on one segment and the bias is intercept + slope·ψ·(1/N_r):
-    the bulk is one broadcast multiply-add. Only the distances where the rows straddle a knot (N
-    changes little across a block of rows, so there are few) look up each row's segment.
+    ψ(|d|)/N_r for one distance spans [ψ/N_max, ψ/N_min] over the rows, segments low..high. The
+    bulk is one broadcast multiply-add on segment low: intercept + slope·ψ·(1/N_r). Only the
+    distances whose rows straddle a knot (N changes little across a block of rows, so there are
+    few) get, for each knot k they straddle, the step from segment k to k + 1 on the rows past it.
     """
     knots, slope, intercept = segments  # (k,), (n_h, k + 1), (n_h, k + 1)
-    n_h = slope.shape[0]
     inv = 1 / normaliser  # (s_q,)
     psi = fire_psi(distance.abs().to(normaliser.dtype), c)  # (n,), >= 0
     low = torch.bucketize(psi.detach() * inv.min().detach(), knots)  # (n,) segment of the lowest input
     high = torch.bucketize(psi.detach() * inv.max().detach(), knots)  # (n,) and of the highest
     # index_select: advanced indexing is several times slower for these small gathers
     out = torch.addcmul(intercept.index_select(1, low)[:, None, :], (slope.index_select(1, low) * psi)[:, None, :],
-                        inv[None, :, None])  # (n_h, s_q, n)
-    cols = (low != high).nonzero()[:, 0]  # (m,) distances whose rows straddle a knot
-    if len(cols):
-        x = psi.index_select(0, cols) * inv[:, None]  # (s_q, m)
-        segment = torch.bucketize(x.detach(), knots).view(-1)  # (s_q·m,)
-        rows = torch.addcmul(intercept.index_select(1, segment), slope.index_select(1, segment), x.view(1, -1))
-        out.index_copy_(2, cols, rows.view(n_h, *x.shape))  # (n_h, s_q, m)
+                        inv[None, :, None], out=out)  # (n_h, s_q, n)
+    cols = (low != high).nonzero()[:, 0]  # (m,) distances whose rows straddle knots low..high-1
+    if not len(cols):
+        return out
+    # ψ is monotone in |d|, so these come in runs of consecutive distances with one (low, high):
+    # per run and knot k a slice of ``out`` steps from segment k to k + 1 on the rows past the
+    # knot (input > knot, as bucketize counts). Slices, no gather.
+    lo, hi = low.index_select(0, cols), high.index_select(0, cols)
+    new_run = torch.cat((cols.new_ones(1, dtype=torch.bool), (cols.diff() != 1) | (lo.diff() != 0) | (hi.diff() != 0)))
+    heads = new_run.nonzero()[:, 0]  # first straddling column of each run
+    tails = torch.cat((heads[1:], heads.new_tensor([len(cols)]))) - 1  # and its last
+    d_intercept, d_slope = intercept.diff(dim=1), slope.diff(dim=1)  # (n_h, k) step at each knot
+    for a, b, first, last in zip(cols[heads].tolist(), (cols[tails] + 1).tolist(), lo[heads].tolist(), hi[heads].tolist()):
+        x = psi[a:b] * inv[:, None]  # (s_q, w), the inputs bucketize would see
+        for k in range(first, last):
+            step = torch.addcmul(d_intercept[:, k, None, None], d_slope[:, k, None, None], x)  # (n_h, s_q, w)
+            out[:, :, a:b] += step * (x.detach() > knots[k])
     return out
 
 
@@ -142,11 +153,12 @@ class FirePE(PositionScheme):
         x = fire_inputs(q_positions, k_positions, self.c, threshold)  # (…, s_q, s_k)
         return self.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)
 
-    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor) -> torch.Tensor | None:
+    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor,
+                      out: torch.Tensor | None = None) -> torch.Tensor | None:
         if q_positions.dim() != 1 or q_positions.is_floating_point():
             return None
         normaliser = fire_psi(torch.maximum(q_positions.float(), self.threshold), self.c) + EPS  # (s_q,)
-        return fire_mlp_rows(distances, self.c, normaliser, self.segments())  # (n_h, s_q, n)
+        return fire_mlp_rows(distances, self.c, normaliser, self.segments(), out)  # (n_h, s_q, n)
 
     def segments(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``fire_mlp_segments`` of the MLP. Without a gradient they are kept while the MLP's

@@ -166,10 +166,17 @@ def test_fire_past_its_threshold_takes_its_distance_rows(causal):
     rows = pe.distance_rows
     for positions in (torch.arange(45), torch.arange(45) + 1000, torch.stack((torch.arange(45), torch.arange(45) + 9))):
         calls = []
-        pe.distance_rows = lambda qp, d: calls.append(len(qp)) or rows(qp, d)
+        pe.distance_rows = lambda qp, d, out=None: calls.append(len(qp)) or rows(qp, d, out)
         reference = full_bias_attention(q, k, v, pe, positions, causal)
         for chunk in (1, 7, 16, 45, 64):
-            assert_close(chunked_bias_attention(q, k, v, pe, positions, chunk, causal), reference, rtol=1e-5, atol=1e-5)
+            attend = lambda: chunked_bias_attention(q, k, v, pe, positions, chunk, causal, rows_elements=0)  # noqa: E731
+            assert_close(attend(), reference, rtol=1e-5, atol=1e-5)
+            with torch.no_grad():  # every chunk's rows written into one buffer
+                assert_close(attend(), reference, rtol=1e-5, atol=1e-5)
+        # by default a chunk takes as many queries as ROWS_BLOCK_ELEMENTS allows: here all 45
+        calls.clear()
+        assert_close(chunked_bias_attention(q, k, v, pe, positions, 7, causal), reference, rtol=1e-5, atol=1e-5)
+        assert calls == ([45] if positions.dim() == 1 else [])
         assert bool(calls) == (positions.dim() == 1)  # (b, s) positions: the general path
 
 
@@ -180,7 +187,7 @@ def test_view_gradients_equal_the_full_bias(name):
     positions = torch.arange(45) + 3
     grads = []
     for attend in (lambda q, k, v: full_bias_attention(q, k, v, pe, positions, True),
-                   lambda q, k, v: chunked_bias_attention(q, k, v, pe, positions, 7, view_chunk=7)):
+                   lambda q, k, v: chunked_bias_attention(q, k, v, pe, positions, 7, view_chunk=7, rows_elements=0)):
         pe.zero_grad()
         q, k, v = qkv(requires_grad=True)
         attend(q, k, v).square().sum().backward()
