@@ -21,8 +21,11 @@ def test_chunked_cross_entropy_equals_full_logits(tie):
     targets[0, 5] = -100  # IGNORE_INDEX scores 0
     with torch.no_grad():
         full = torch.nn.functional.cross_entropy(lm(idx).transpose(1, 2), targets, reduction="none")
-        for chunk in (1, 5, 37, 1000):
+        for chunk in (1, 5, 37, 1000):  # without a gradient: one buffer, log-softmax in place
             assert_close(lm(idx, targets=targets, chunk=chunk), full, rtol=0, atol=1e-6)
+    losses = lm(idx, targets=targets, chunk=5)  # with one: cross_entropy's own path
+    assert losses.requires_grad
+    assert_close(losses.detach(), full, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("pe", ["rope", "alibi"])
