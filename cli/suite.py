@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import Overrides, ResultsDir, console, fail, user_errors
+from posenc.cli.common import ConfigDir, Overrides, ResultsDir, console, fail, user_errors
 from posenc.core.text import split_list
 
 
@@ -27,6 +27,7 @@ def suite(
     out: Annotated[Path | None, typer.Option(
         "--out", help="Where REPORT.md and its tables go (REPORT.md, suite/). Default: the results root.")] = None,
     results_dir: ResultsDir = None,
+    config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
     """Run the reference suite — extrapolation (text, passkey), resolution, order, check — as

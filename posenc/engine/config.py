@@ -120,12 +120,17 @@ def target_class(node: Any, path: str) -> Any:
         raise ConfigError(f"{path}._target_: cannot import '{target}' ({reason})") from None
 
 
-def option_node(group: str, option: str) -> dict[str, Any]:
-    """The raw YAML of ``configs/<group>/<option>.yaml`` (before composition)."""
+def option_file(group: str, option: str) -> Any:
+    """The file of ``configs/<group>/<option>.yaml``, or of the researcher's own option."""
     files = _option_files(group)
     if option not in files:
         raise ConfigError(f"unknown {group} '{option}'; valid: {', '.join(files)}")
-    return yaml.safe_load(files[option].read_text()) or {}
+    return files[option]
+
+
+def option_node(group: str, option: str) -> dict[str, Any]:
+    """The raw YAML of ``configs/<group>/<option>.yaml`` (before composition)."""
+    return yaml.safe_load(option_file(group, option).read_text()) or {}
 
 
 def option_class(group: str, option: str) -> Any:

@@ -35,7 +35,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from posenc.engine.config import config_root, list_options, option_class, options_where
+from posenc.engine.config import list_options, option_class, option_file, options_where
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import write_json
 from posenc.engine.results import make_unique_dir
@@ -96,7 +96,7 @@ def load(name: str) -> Suite:
         valid = list_options("suite")
         if name not in valid:
             raise ConfigError(f"unknown suite '{name}'; valid: {', '.join(valid)}, or a path to a .yaml file")
-        text = (config_root() / "suite" / f"{name}.yaml").read_text()
+        text = option_file("suite", name).read_text()  # built in, or in the researcher's --config-dir
     try:
         node = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:

@@ -130,3 +130,17 @@ def test_mistakes_in_the_folder_are_one_line_exit_2_and_nothing_written(folder, 
 def test_a_config_dir_that_is_not_a_folder_is_exit_2(tmp_path):
     code, _, err = posenc("list", "--config-dir", tmp_path / "missing", cwd=tmp_path)
     assert code == 2 and "--config-dir" in err and "does not exist" in err
+
+
+def test_a_suite_in_the_folder_plans_with_its_own_scheme(folder, tmp_path):
+    """Fails on the old loader: ``posenc list suite`` showed a suite of the folder, but ``--suite``
+    read it from the built-in tree (FileNotFoundError); and ``posenc suite`` had no --config-dir."""
+    (folder / "suite").mkdir()
+    (folder / "suite" / "mine.yaml").write_text(
+        "description: my scheme against rope\nseeds: [0]\nsweeps:\n"
+        "  train:\n    select: {pe: [fixedbias, rope]}\n    overrides: [experiment=smoke, train.steps=2]\n")
+    code, out, err = posenc("suite", "--config-dir", folder, "--suite", "mine", "--dry-run",
+                            "--results-dir", tmp_path / "res", cwd=tmp_path)
+    assert code == 0, err
+    assert "suite mine: 2 jobs in 1 sweeps" in out and "pe=fixedbias" in out and "pe=rope" in out
+    assert not (tmp_path / "res").exists()
