@@ -20,13 +20,15 @@ def test_rope_rows_agree_with_transformers():
     assert all(r["posenc"] > 0 and r["reference"] > 0 for r in rows[:2])
 
 
-@pytest.mark.slow  # one fresh Python process per scheme
-def test_long_eval_runs_each_fitting_scheme_in_a_fresh_process():
+@pytest.mark.slow  # one fresh Python process per scheme for its peak memory
+def test_long_eval_times_each_scheme_against_nope_and_measures_its_memory():
     rows = long_eval(Sizes.quick(), threads=1)
     cases = {r["case"] for r in rows}
-    assert {"nope @ 64 time vs nope", "rope @ 64 peak RSS vs nope"} <= cases
+    assert {"fire @ 64 time vs nope", "rope @ 64 peak RSS vs nope"} <= cases and not any("nope @" in c for c in cases)
     rss = [r["posenc"] for r in rows if r["unit"] == "GiB"]
     assert all(0.01 < x < 4 for x in rss)
+    times = [r for r in rows if r["unit"] == "s"]
+    assert all(r["posenc"] > 0 and r["reference"] > 0 and r["ratio"] > 0 for r in times)
 
 
 def test_vit_rows_cover_the_2d_schemes_and_resampling():
