@@ -128,8 +128,8 @@ def chunked_bias_attention(
     if table is not None:
         return toeplitz_bias_attention(q, k, v, table, max(chunk, view_chunk), causal)
     if positions.dim() == 1 and toeplitz_distances(positions) is not None:
-        rows_chunk = min(max(chunk, min(ROWS_CHUNK, rows_elements // (q.shape[1] * q.shape[2]))), q.shape[2])
-        out = distance_rows_attention(q, k, v, pe, positions, rows_chunk, causal)
+        fits = min(ROWS_CHUNK, rows_elements // (q.shape[1] * q.shape[2]))  # queries the buffer holds
+        out = distance_rows_attention(q, k, v, pe, positions, min(max(chunk, fits), q.shape[2]), causal)
         if out is not None:
             return out
     s = q.shape[2]
