@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -64,6 +65,7 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     import hydra
 
     from posenc.engine.config import searchpath_overrides
+    from posenc.engine.signals import sigterm_unwinds
     from posenc.launch.sweep import quiet_schema_matching
 
     entry = hydra.main(config_path="pkg://posenc.configs", config_name="config", version_base="1.3")(_job)
@@ -73,10 +75,14 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        with quiet_schema_matching():
+        with quiet_schema_matching(), sigterm_unwinds():
             entry()
     except SystemExit as e:  # Hydra reports its own errors, then exits
         return int(e.code or 0)
+    except KeyboardInterrupt as e:  # the launcher has stopped its workers
+        name = str(e) if str(e) in ("SIGTERM", "SIGINT") else "SIGINT"
+        raise fail(f"stopped by {name}: the launcher's workers are stopped; the jobs so far are in {sweep_dir}",
+                   code=128 + signal.Signals[name]) from None
     finally:
         sys.argv = saved
         root.handlers[:], root.level = handlers, level  # Hydra configured logging for its jobs

@@ -47,7 +47,7 @@ class StopRequest:
         us; then that handler decides (submitit's requeues the job and exits on its preemption
         signal, and lets SIGTERM pass), and training goes on if it returns."""
         previous = self.previous.get(self.signum)
-        if callable(previous) and previous is not signal.default_int_handler:
+        if callable(previous) and previous not in (signal.default_int_handler, _interrupt):
             signum, self.signum = self.signum, None
             previous(signum, None)
             return
@@ -83,3 +83,27 @@ def deferred_stop_signals(run_dir: object = None) -> Iterator[StopRequest]:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     if request.signum is not None and not request.delivered:  # came after the last step: resend it
         signal.raise_signal(request.signum)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While a launcher runs jobs in worker processes, SIGTERM raises ``KeyboardInterrupt('SIGTERM')``.
+
+    Left to its default, SIGTERM ends the launching process at once, without unwinding, and a
+    pool's workers (joblib's loky processes) outlive it, training on until their job ends. Raised
+    as an exception, it unwinds through joblib, which terminates its workers. A run training in
+    this process defers it to its step end as before (``deferred_stop_signals`` hands the signal to
+    this handler after its checkpoint). Installed only over the default handler, in the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -123,6 +123,40 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_m
     check_resumed_like_reference(sweep_dir, tmp_path / "reference" / "runs")
 
 
+@pytest.mark.slow
+def test_sigterm_on_a_joblib_sweep_stops_its_workers_too(tmp_path):
+    """Killed by its default handler, the launching process left loky's workers training on."""
+    sweep = subprocess.Popen([sys.executable, "-m", "posenc", "sweep", "experiment=smoke", "train.steps=100000",
+                              "seed=0,1", "--launcher", "joblib", "hydra.launcher.n_jobs=2", "--results-dir", str(tmp_path)],
+                             cwd=ROOT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(list(tmp_path.glob("sweeps/*/*/runs/*/summary.json"))) < 2:  # both workers train
+            assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
+            time.sleep(0.05)
+        sweep.send_signal(signal.SIGTERM)
+        sweep.wait(timeout=60)
+        deadline = time.monotonic() + 20
+        while _group_alive(sweep.pid):
+            assert time.monotonic() < deadline, "the sweep's workers outlived it"
+            time.sleep(0.1)
+        err = sweep.stderr.read()  # its workers held the pipe open too
+        assert sweep.returncode == 128 + signal.SIGTERM, err
+        assert err.strip().splitlines()[-1].startswith("error: stopped by SIGTERM: the launcher's workers are stopped")
+    finally:
+        if _group_alive(sweep.pid):
+            os.killpg(sweep.pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _cmdline(proc: Path) -> str:
     try:
         return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
