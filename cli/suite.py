@@ -17,7 +17,7 @@ def suite(
                                                          "tiny models, <= 20 min on 2 CPU cores.")] = False,
     name: Annotated[str | None, typer.Option("--suite", help="A suite by name (see `posenc list suite`) or a suite .yaml file. "
                                                              "Default: full, or quick with --quick.")] = None,
-    seeds: Annotated[str | None, typer.Option(help="Comma list of seeds. Default: the suite's (0,1,2).")] = None,
+    seeds: Annotated[str | None, typer.Option(help="Comma list of seeds. Default: the suite's (standard: 0-4; quick, full: 0-2).")] = None,
     only: Annotated[str | None, typer.Option(help="Comma list of the suite's sweeps to run. Default: all.")] = None,
     launcher: Annotated[str | None, typer.Option(help="Hydra launcher (basic, joblib, submitit_local, "
                                                       "submitit_slurm). Default: the suite's.")] = None,
@@ -31,7 +31,7 @@ def suite(
     overrides: Overrides = None,
 ) -> None:
     """Run the reference suite — extrapolation (text, passkey), resolution, order, check — as
-    one `posenc sweep` per experiment over 3 seeds, then write REPORT.md: for each claim C1–C12
+    one `posenc sweep` per experiment over the suite's seeds, then write REPORT.md: for each claim C1–C12
     of the seed document the table that tests it, with 95% intervals, beside the published
     finding it mirrors. Extra overrides go to every job; hydra.launcher.* ones to the launcher.
 
