@@ -429,16 +429,17 @@ def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 # --- CLI start-up ----------------------------------------------------------------------------
 
 def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
-    """Wall time of ``posenc --help`` and ``posenc list`` in fresh processes (median)."""
+    """Wall time of ``posenc --help`` (goal 0.5 s) and ``posenc list`` (1 s, it reads every
+    config) in fresh processes (median)."""
     rows = []
-    for args in (["--help"], ["list"]):
+    for args, goal in ((["--help"], 0.5), (["list"], 1.0)):
         times = []
         for _ in range(sizes.startup_repeats):
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "posenc", *args], capture_output=True, check=True)
             times.append(time.perf_counter() - start)
         median = sorted(times)[len(times) // 2]
-        rows.append(row("cli start-up", f"posenc {' '.join(args)}", median, 1.0, "s", "< 1 s", False, 1.0))
+        rows.append(row("cli start-up", f"posenc {' '.join(args)}", median, 1.0, "s", f"< {goal:g} s", False, goal))
     return rows
 
 
