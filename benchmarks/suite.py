@@ -2,6 +2,7 @@
 
 ``benchmark, case, posenc, reference, unit, ratio, goal, met`` where ``ratio`` is posenc over the
 reference in the sense that ``goal`` states (throughput: higher is better; time: lower is better).
+Training rows add ``ratio_low, ratio_high``: the 95% interval of their median ratio.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.utils.benchmark as tb
+
+from posenc.analysis.stats import median_interval
 
 
 @dataclass
@@ -28,8 +31,11 @@ class Sizes:
     Training throughput is timed in ``rounds`` alternating blocks of at least ``block_time``
     seconds each (``interleaved``), on the wall clock or, with ``cpu_clock``, on this process's
     CPU time (``time.process_time``: time slices taken by other jobs on a shared machine do not
-    count; at one thread it equals the wall clock of an idle machine). The other cases take
-    ``min_run_time`` per measurement, on the wall clock.
+    count; at one thread it equals the wall clock of an idle machine). One step of lm_tiny takes
+    0.3–0.5 s on two cores, so a block holds a few consecutive steps, as in training; with 9
+    rounds of one step each the same pair (FIRE vs NoPE, one thread) read anywhere from 0.85
+    to 0.94, with 15 of ~1 s the 95% interval of the median spans about ±3%. The other cases
+    take ``min_run_time`` per measurement, on the wall clock.
     """
 
     batch: int = 32
@@ -41,8 +47,8 @@ class Sizes:
     repeats: int = 3
     vit_resolutions: tuple[int, ...] = (32, 64)
     vit_batch: int = 32
-    rounds: int = 9
-    block_time: float = 0.3
+    rounds: int = 15
+    block_time: float = 1.0
     cpu_clock: bool = False
     real_lengths: tuple[int, ...] = (4096,)
     real_layers: int = 30
@@ -52,7 +58,7 @@ class Sizes:
     def quick(cls) -> Sizes:
         return cls(batch=2, seq_len=16, rope_shape=(1, 2, 64, 16), long_lengths=(64,),
                    min_run_time=0.05, startup_repeats=1, repeats=1,
-                   vit_resolutions=(16, 24), vit_batch=2, rounds=2, block_time=0.0,
+                   vit_resolutions=(16, 24), vit_batch=2, rounds=6, block_time=0.0,
                    real_lengths=(64,), real_layers=2)
 
 
@@ -110,11 +116,20 @@ def _train_step(model, forward, batch: int, seq_len: int, vocab: int) -> Callabl
     return step
 
 
+class Timing(NamedTuple):
+    """Seconds per call of posenc and of its reference, the median of the per-round ratios
+    reference / posenc (> 1: posenc is faster), and those ratios in round order."""
+
+    ours: float
+    reference: float
+    ratio: float
+    ratios: list[float]
+
+
 def interleaved(ours: Callable[[], None], reference: Callable[[], None], threads: int, rounds: int,
                 block_time: float, warmup: int = 2,
-                clock: Callable[[], float] = time.perf_counter) -> tuple[float, float, float]:
-    """Seconds per call of ``ours`` and of ``reference`` timed alternately in this process, and the
-    median over rounds of the per-round ratio reference / ours (> 1: ours is faster).
+                clock: Callable[[], float] = time.perf_counter) -> Timing:
+    """``ours`` and ``reference`` timed alternately in this process (``Timing``).
 
     After ``warmup`` calls of each, every round times one block of calls of each, enough calls for
     ``block_time`` seconds; the order flips every round (A B, B A, A B, …) so a drift in machine
@@ -139,15 +154,17 @@ def interleaved(ours: Callable[[], None], reference: Callable[[], None], threads
         for i in ((0, 1) if r % 2 == 0 else (1, 0)):
             times[i].append(block(i, calls[i]))
     ratios = [ref / our for our, ref in zip(*times)]
-    return statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios)
+    return Timing(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), ratios)
 
 
 def _throughput_row(case: str, ours: Callable[[], None], reference: Callable[[], None], tokens: int,
                     sizes: Sizes, threads: int, goal: float) -> dict[str, Any]:
     clock = time.process_time if sizes.cpu_clock else time.perf_counter
-    t_ours, t_ref, ratio = interleaved(ours, reference, threads, sizes.rounds, sizes.block_time, clock=clock)
-    r = row("train throughput", case, tokens / t_ours, tokens / t_ref, "tokens/s", f">= {goal}", True, goal)
-    r["ratio"], r["met"] = ratio, bool(ratio >= goal)  # the median of per-round ratios, not of medians
+    timing = interleaved(ours, reference, threads, sizes.rounds, sizes.block_time, clock=clock)
+    r = row("train throughput", case, tokens / timing.ours, tokens / timing.reference, "tokens/s", f">= {goal}", True,
+            goal)
+    r["ratio"], r["met"] = timing.ratio, bool(timing.ratio >= goal)  # the median of per-round ratios, not of medians
+    r["ratio_low"], r["ratio_high"] = median_interval(timing.ratios)
     return r
 
 
@@ -273,8 +290,8 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                 continue
             model = long_model(name, length)
             with torch.no_grad():
-                t_ours, t_ref, speedup = interleaved(lambda: model(x), lambda: nope(x), threads, sizes.repeats, 0.0,
-                                                     warmup=1)
+                t_ours, t_ref, speedup, _ = interleaved(lambda: model(x), lambda: nope(x), threads, sizes.repeats,
+                                                        0.0, warmup=1)
             r = row("long eval", f"{name} @ {length} time vs nope", t_ours, t_ref, "s", "<= 2.0", False, 2.0)
             r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 2.0)  # the median of per-round ratios
             rows.append(r)
@@ -367,8 +384,8 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                     tails[i] = out[0, -64:].clone()  # kept small: a held output would count in the next peak
                 return call
 
-            t_ours, t_ref, speedup = interleaved(measured(0, run_ours), measured(1, run_ref), threads,
-                                                 sizes.repeats, 0.0, warmup=0)
+            t_ours, t_ref, speedup, _ = interleaved(measured(0, run_ours), measured(1, run_ref), threads,
+                                                    sizes.repeats, 0.0, warmup=0)
             case = f"{name}: {what} @ {length}"
             r = row("real forward", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
             r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -62,8 +63,11 @@ def bench(
     for column in ("benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"):
         view.add_column(column, justify="right" if column in ("posenc", "reference", "ratio") else "left")
     for r in rows:
+        ratio = f"{r['ratio']:.3f}"
+        if not math.isnan(r.get("ratio_low", math.nan)):  # an interval (NaN when too few rounds)
+            ratio += f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
         view.add_row(r["benchmark"], r["case"], f"{r['posenc']:.4g}", f"{r['reference']:.4g}", r["unit"],
-                     f"{r['ratio']:.3f}", r["goal"], "yes" if r["met"] else "NO")
+                     ratio, r["goal"], "yes" if r["met"] else "NO")
     console.print(view)
     console.print(f"written: {out / 'bench.csv'}, {out / 'bench.md'}", highlight=False)
 

@@ -172,6 +172,21 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: 
     return out
 
 
+def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The distribution-free ``level`` interval of the median: order statistics x_(k) and
+    x_(n+1−k), k the largest rank with P(k ≤ B ≤ n − k) ≥ ``level`` for B ~ Binomial(n, ½).
+    Its coverage is at least ``level`` whatever the distribution (15 values: the 4th and 12th,
+    96.5%); with fewer than 6 values no pair reaches 95% and it is NaN."""
+    xs = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
+    n, nan = len(xs), float("nan")
+    k, best = 0, None
+    for rank in range(1, n // 2 + 1):
+        inside = sum(math.comb(n, i) for i in range(rank, n - rank + 1)) / 2 ** n
+        if inside >= level:
+            k, best = rank, inside
+    return (xs[k - 1], xs[n - k]) if best is not None else (nan, nan)
+
+
 def wilson_interval(successes: float, trials: float, level: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval of a proportion ``successes / trials``; always inside [0, 1]."""
     if trials <= 0 or not 0 <= successes <= trials:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from posenc.analysis.stats import aggregate, bootstrap_interval, summarize, t_central, t_quantile
+from posenc.analysis.stats import aggregate, bootstrap_interval, median_interval, summarize, t_central, t_quantile
 
 
 @pytest.mark.parametrize("dof", [1, 2, 3, 4, 5, 7, 10, 29, 30, 100, 1000])
@@ -157,3 +157,16 @@ def test_bootstrap_interval_is_the_percentiles_of_the_resampled_means():
     assert 0.9 < narrow["ci95_low"] <= 0.98 <= narrow["ci95_high"] <= 1.0
     assert bootstrap_interval([0.9, 1.0, 1.0]) == bootstrap_interval([0.9, 1.0, 1.0])  # a fixed generator
     assert math.isnan(bootstrap_interval([1.0])["ci95_low"]) and bootstrap_interval([])["n"] == 0
+
+
+def test_median_interval_takes_the_order_statistics_of_binomial_coverage():
+    """15 values: P(4 <= B <= 11) = 1 - 2·576/2^15 = 96.5% >= 95% but P(5 <= B <= 10) = 88.2%, so the
+    4th and 12th smallest; 6 values: the extremes (96.9%); 5 values: even the extremes cover only
+    93.75%, so no interval."""
+    values = [float(v) for v in (9, 3, 14, 1, 7, 12, 5, 15, 2, 11, 8, 4, 13, 6, 10)]
+    assert median_interval(values) == (4.0, 12.0)
+    low = sum(math.comb(15, i) for i in range(4, 12)) / 2 ** 15
+    assert low == pytest.approx(1 - scipy_stats.binom.cdf(3, 15, 0.5) * 2) and low >= 0.95
+    assert median_interval([0.9, 0.8, 1.1, 1.0, 0.95, 0.85]) == (0.8, 1.1)
+    assert all(math.isnan(x) for x in median_interval([1.0, 2.0, 3.0, 4.0, 5.0]))
+    assert median_interval(values, level=0.5)[0] > 4.0  # a lower level, a narrower interval

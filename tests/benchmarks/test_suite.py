@@ -57,11 +57,11 @@ def test_interleaved_alternates_and_takes_the_median_of_per_round_ratios():
     from posenc.benchmarks.suite import interleaved
 
     calls = []
-    t_ours, t_ref, ratio = interleaved(lambda: calls.append("a"), lambda: calls.append("b"), threads=1, rounds=4,
-                                       block_time=0.0, warmup=1)
+    t_ours, t_ref, ratio, ratios = interleaved(lambda: calls.append("a"), lambda: calls.append("b"), threads=1,
+                                               rounds=4, block_time=0.0, warmup=1)
     # warm-up a b, one calibration call each, then rounds a b | b a | a b | b a
     assert "".join(calls) == "ab" + "ab" + "ab" + "ba" + "ab" + "ba"
-    assert t_ours > 0 and t_ref > 0 and ratio > 0
+    assert t_ours > 0 and t_ref > 0 and ratio > 0 and len(ratios) == 4
 
 
 def test_train_rows_pair_each_1d_scheme_with_nope():
@@ -73,14 +73,19 @@ def test_train_rows_pair_each_1d_scheme_with_nope():
     assert {"rope vs nope", "kerple vs nope", "fire vs nope"} <= cases and "rope2d_mixed vs nope" not in cases
     assert all(r["posenc"] > 0 and r["reference"] > 0 and r["ratio"] > 0 for r in rows)
     assert all(r["met"] == (r["ratio"] >= (1.0 if i == 0 else 0.9)) for i, r in enumerate(rows))
+    # six rounds (quick sizes): the 1st and 6th of the per-round ratios bound the median, 96.9%
+    assert all(r["ratio_low"] <= r["ratio"] <= r["ratio_high"] for r in rows)
 
 
 def test_bench_train_on_the_cpu_clock(cli, tmp_path):
     code, out, err = cli("bench", "--quick", "--only", "train", "--threads", "1", "--clock", "cpu", "--out", tmp_path)
     assert code == 0, err
     table = pd.read_csv(tmp_path / "bench.csv")
-    assert list(table.columns) == ["benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"]
+    assert list(table.columns) == ["benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met",
+                                   "ratio_low", "ratio_high"]
     assert set(table["benchmark"]) == {"train throughput"} and (table["ratio"] > 0).all()
+    assert ((table["ratio_low"] <= table["ratio"]) & (table["ratio"] <= table["ratio_high"])).all()
+    assert "[" in out  # the interval beside each ratio
     assert json.loads((tmp_path / "environment.json").read_text())["clock"] == "cpu"
     code, _, err = cli("bench", "--clock", "gpu", "--out", tmp_path / "x")
     assert code == 2 and "unknown clock 'gpu'; valid: wall, cpu" in err
