@@ -10,7 +10,9 @@ length, window w (w = 0 … W−1) of length L is ``tokens[w·L_max : w·L_max +
 starts at token 0, each next one at the end of the previous longest window, and a shorter
 length scores the prefix of the same window. A window of L tokens scores its L−1 next-token
 predictions; ``ppl`` is exp of their mean loss, ``tail_ppl`` exp of the mean over the last
-min(K, L−1) of them, and the loss by position is averaged over the windows in buckets.
+min(K, L−1) of them, and the loss by position is averaged over the windows in buckets. With
+two windows or more, ``ratios.csv`` compares each pair of scales at each length, paired by
+window, with a t interval over windows (``window_ratios``).
 
 A causal model scores a prefix exactly as it scores the shorter window, so a scaling whose
 frequencies do not depend on the length is run once per window at L_max and read at every
@@ -45,6 +47,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from posenc.analysis.stats import paired_difference
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import atomic_write_text, save_figure, write_json, write_table
 from posenc.engine.config import instantiate, option_class, option_node, options_where
@@ -429,9 +432,12 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
         accuracy = passkey_table([r for r in done.values() if "correct" in r])
         write_table(accuracy, run_dir.path, "passkey")
         plot_passkey(accuracy, run_dir.path / "passkey.png")
-    table, positions = tables([r for r in done.values() if "cells" in r], settings.lengths, settings.windows)
+    scored = [r for r in done.values() if "cells" in r]
+    table, positions = tables(scored, settings.lengths, settings.windows)
     write_table(table, run_dir.path)
     write_table(positions, run_dir.path, "per_position")
+    if settings.windows >= 2:
+        write_table(window_ratios(scored, settings.lengths), run_dir.path, "ratios")
     plot(positions, p.original_length, run_dir.path / "per_position.png")
     seconds = sum(r["seconds"] for r in done.values())
     run_dir.update_summary(status="completed", forward_seconds=seconds, forwards=len(done),
@@ -586,6 +592,30 @@ def tables(records: Any, lengths: Sequence[int], windows: int) -> tuple[pd.DataF
                                "loss": s / m})
             start += m // acc["windows"]
     return pd.DataFrame(rows), pd.DataFrame(edges_rows)
+
+
+def window_ratios(records: Any, lengths: Sequence[int], level: float = 0.95) -> pd.DataFrame:
+    """Each pair of scales (a listed before b) at each length: the ratio of their perplexities
+    (whole window, and its tail) as the exp of the mean over windows of a's mean token loss minus
+    b's, with the ``level`` t interval of that mean over windows (paired by window: both scales
+    read the same tokens), exponentiated, so it stays positive."""
+    losses: dict[tuple[str, str, int], dict[int, float]] = {}  # (scale, metric, length) -> {window: loss}
+    for r in records:
+        for n, c in r["cells"].items():
+            losses.setdefault((r["scale"], "ppl", int(n)), {})[r["window"]] = c["loss_sum"] / c["count"]
+            losses.setdefault((r["scale"], "tail_ppl", int(n)), {})[r["window"]] = c["tail_sum"] / c["tail_count"]
+    scales = list(dict.fromkeys(r["scale"] for r in records))
+    rows = []
+    for i, a in enumerate(scales):
+        for b in scales[i + 1:]:
+            for metric in ("ppl", "tail_ppl"):
+                for n in lengths:
+                    d = paired_difference(losses.get((a, metric, n), {}), losses.get((b, metric, n), {}), level)
+                    if d["n"]:
+                        rows.append({"a": a, "b": b, "metric": metric, "length": n, "ratio": math.exp(d["mean_diff"]),
+                                     "ci95_low": math.exp(d["ci95_low"]), "ci95_high": math.exp(d["ci95_high"]),
+                                     "windows": d["n"]})
+    return pd.DataFrame(rows, columns=["a", "b", "metric", "length", "ratio", "ci95_low", "ci95_high", "windows"])
 
 
 def plot(positions: pd.DataFrame, original: int, path: Path) -> Path:

@@ -3,6 +3,7 @@
 import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -229,3 +230,27 @@ def test_pi_stacks_on_a_shipped_linear_scaling(tmp_path):
     with pytest.raises(UserError, match="--finetune-steps with --scale 'pi': cannot describe 'PI' on top of the "
                                         "shipped rope_type 'llama3'"):
         prepare(RealSettings(model=str(llama3), scales=["pi"], lengths=[100], finetune_steps=1, device="cpu"))
+
+
+def test_ratios_pair_the_scales_window_by_window(real_models, tmp_path):
+    """ratio = exp(mean over windows of loss_a − loss_b), its interval the t interval of that mean."""
+    from scipy import stats as scipy_stats
+
+    settings = RealSettings(model=str(real_models["tied"]), scales=["pi", "yarn"], lengths=[16, 40], windows=3,
+                            tail=8, device="cpu")
+    _, run_dir = run(settings, tmp_path)
+    ratios = pd.read_csv(run_dir.path / "ratios.csv")
+    assert list(dict.fromkeys(zip(ratios.a, ratios.b))) == [("none", "pi"), ("none", "yarn"), ("pi", "yarn")]
+    cells = {r["key"]: r for r in map(json.loads, (run_dir.path / "cells.jsonl").read_text().splitlines())}
+    diffs = [cells[f"none/40/{w}"]["cells"]["40"]["tail_sum"] / 8 - cells[f"yarn/40/{w}"]["cells"]["40"]["tail_sum"] / 8
+             for w in range(3)]
+    mean, half = sum(diffs) / 3, scipy_stats.t.ppf(0.975, 2) * scipy_stats.tstd(diffs) / math.sqrt(3)
+    row = ratios.set_index(["a", "b", "metric", "length"]).loc[("none", "yarn", "tail_ppl", 40)]
+    assert row.ratio == pytest.approx(math.exp(mean), rel=1e-9) and row.windows == 3
+    assert (row.ci95_low, row.ci95_high) == pytest.approx((math.exp(mean - half), math.exp(mean + half)), rel=1e-9)
+    assert (ratios.ci95_low <= ratios.ratio).all() and (ratios.ratio <= ratios.ci95_high).all()
+    assert (ratios.ci95_low > 0).all()
+    # one window: no pairing, no file
+    one, one_dir = run(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[16], windows=1,
+                                    device="cpu"), tmp_path)
+    assert not (one_dir.path / "ratios.csv").exists()
