@@ -32,10 +32,11 @@ class Sizes:
     seconds each (``interleaved``), on the wall clock or, with ``cpu_clock``, on this process's
     CPU time (``time.process_time``: time slices taken by other jobs on a shared machine do not
     count; at one thread it equals the wall clock of an idle machine). One step of lm_tiny takes
-    0.3–0.5 s on two cores, so a block holds a few consecutive steps, as in training; with 9
-    rounds of one step each the same pair (FIRE vs NoPE, one thread) read anywhere from 0.85
-    to 0.94, with 15 of ~1 s the 95% interval of the median spans about ±3%. The other cases
-    take ``min_run_time`` per measurement, on the wall clock.
+    0.2–0.5 s, so a block holds a few consecutive steps, as in training. With 9 rounds of one
+    step each the same pair (FIRE vs NoPE, one thread) read anywhere from 0.85 to 0.94 across
+    runs; with 15 rounds of ~1 s the 95% interval of the median reaches 2–10% either side of it
+    on the project's 2-core machine. The other cases take ``min_run_time`` per measurement, on
+    the wall clock.
     """
 
     batch: int = 32
