@@ -31,7 +31,9 @@ config.json carrying the scaling as ``rope_scaling``, the tokenizer files), whic
 back and scored as the row ``<scale>+ft<N>`` (perplexity only; passkey runs on the base model).
 
 A cell (scale, forward length, window) is appended to ``cells.jsonl`` once scored; the run
-folder is named by the settings' hash, so a rerun of the same command skips finished cells.
+folder is named by the settings' hash (less ``--windows`` and ``--passkey`` depths, which only
+add cells), so a rerun of the same command skips finished cells, and one with more windows or
+other depths scores only the new ones; tables pool the windows and depths asked for.
 """
 
 from __future__ import annotations
@@ -358,17 +360,26 @@ def run_config(p: Prepared) -> dict[str, Any]:
             "device": str(p.device), "shipped_rope": p.shipped}
 
 
+# Settings that add cells without changing a finished one (cells are keyed by window, trial and
+# depth): a run with more windows or other depths reuses the folder and its cells.
+GROWABLE = ("windows", "passkey_depths")
+
+
 def open_run(root: Path, config: dict[str, Any], name: str) -> RunDir:
-    """The run folder of these settings: created, or reopened to resume."""
-    path = Path(root) / "runs" / f"real-{name}-{config_hash(config)[:8]}"
-    if (path / "config.yaml").is_file():
-        return RunDir.reopen(path, config)
+    """The run folder of these settings, named by their hash without the ``GROWABLE`` ones:
+    created, or reopened to resume (its config.yaml then records the settings of this run)."""
     import yaml
 
-    path.mkdir(parents=True, exist_ok=True)
-    run = RunDir(path)
+    fixed = {k: v for k, v in config.items() if k not in GROWABLE}
+    path = Path(root) / "runs" / f"real-{name}-{config_hash(fixed)[:8]}"
+    if (path / "config.yaml").is_file():
+        saved = RunDir.open(path).read_config()
+        run = RunDir.reopen(path, {**config, **{k: saved.get(k) for k in GROWABLE}})
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+        run = RunDir(path)
+        run.write_summary({"status": "running", "name": f"real-{name}", "config_hash": config_hash(fixed)})
     atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-    run.write_summary({"status": "running", "name": f"real-{name}", "config_hash": config_hash(config)})
     return run
 
 
@@ -429,10 +440,11 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
             atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
             notify({"event": "done", "tokens": n, "seconds": seconds})
     if settings.passkey_depths:
-        accuracy = passkey_table([r for r in done.values() if "correct" in r])
+        accuracy = passkey_table([r for r in done.values() if "correct" in r and r["trial"] < settings.windows
+                                  and r["depth"] in settings.passkey_depths and r["length"] in settings.lengths])
         write_table(accuracy, run_dir.path, "passkey")
         plot_passkey(accuracy, run_dir.path / "passkey.png")
-    scored = [r for r in done.values() if "cells" in r]
+    scored = [r for r in done.values() if "cells" in r and r["window"] < settings.windows]  # the folder may hold more
     table, positions = tables(scored, settings.lengths, settings.windows)
     write_table(table, run_dir.path)
     write_table(positions, run_dir.path, "per_position")

@@ -254,3 +254,30 @@ def test_ratios_pair_the_scales_window_by_window(real_models, tmp_path):
     one, one_dir = run(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[16], windows=1,
                                     device="cpu"), tmp_path)
     assert not (one_dir.path / "ratios.csv").exists()
+
+
+def test_more_windows_reuse_the_folder_and_its_cells(real_models, tmp_path):
+    """--windows only adds cells (keyed by window): a second run with more windows scores only the
+    new ones, in the same folder, and its table equals a fresh run's; asking for fewer again pools
+    only those."""
+    def settings(windows):
+        return RealSettings(model=str(real_models["tied"]), scales=["yarn"], lengths=[16, 32], windows=windows,
+                            device="cpu")
+
+    one, first_dir = run(settings(1), tmp_path)
+    events = []
+    two, same_dir = run(settings(2), tmp_path, progress=events.append)
+    assert same_dir.path == first_dir.path
+    assert events[0] == {"event": "start", "forwards": 2, "tokens": 64, "skipped": 2}
+    fresh, fresh_dir = run(settings(2), tmp_path / "fresh")
+    assert two.equals(fresh) and not two.equals(one)
+    assert (same_dir.path / "ratios.csv").read_text() == (fresh_dir.path / "ratios.csv").read_text()
+    again, _ = run(settings(1), tmp_path)
+    assert again.equals(one)
+    import yaml
+
+    assert yaml.safe_load((same_dir.path / "config.yaml").read_text())["windows"] == 1  # this run's settings
+    code_changed = RealSettings(model=str(real_models["tied"]), scales=["yarn"], lengths=[16, 32], windows=1,
+                                tail=8, device="cpu")
+    _, other = run(code_changed, tmp_path)
+    assert other.path != first_dir.path  # any other setting: another folder
