@@ -441,7 +441,7 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
             notify({"event": "done", "tokens": n, "seconds": seconds})
     if settings.passkey_depths:
         accuracy = passkey_table([r for r in done.values() if "correct" in r and r["trial"] < settings.windows
-                                  and r["depth"] in settings.passkey_depths and r["length"] in settings.lengths])
+                                  and r["depth"] in settings.passkey_depths])
         write_table(accuracy, run_dir.path, "passkey")
         plot_passkey(accuracy, run_dir.path / "passkey.png")
     scored = [r for r in done.values() if "cells" in r and r["window"] < settings.windows]  # the folder may hold more

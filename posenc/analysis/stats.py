@@ -178,13 +178,9 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float
     Its coverage is at least ``level`` whatever the distribution (15 values: the 4th and 12th,
     96.5%); with fewer than 6 values no pair reaches 95% and it is NaN."""
     xs = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
-    n, nan = len(xs), float("nan")
-    k, best = 0, None
-    for rank in range(1, n // 2 + 1):
-        inside = sum(math.comb(n, i) for i in range(rank, n - rank + 1)) / 2 ** n
-        if inside >= level:
-            k, best = rank, inside
-    return (xs[k - 1], xs[n - k]) if best is not None else (nan, nan)
+    n = len(xs)
+    covered = [k for k in range(1, n // 2 + 1) if sum(math.comb(n, i) for i in range(k, n - k + 1)) >= level * 2 ** n]
+    return (xs[covered[-1] - 1], xs[n - covered[-1]]) if covered else (float("nan"), float("nan"))
 
 
 def wilson_interval(successes: float, trials: float, level: float = 0.95) -> tuple[float, float]:
