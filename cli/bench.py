@@ -57,9 +57,11 @@ def bench(
     rows = [r for name in names for r in CASES[name](sizes, threads)]
     table = pd.DataFrame(rows)
     write_table(table, out, "bench")
-    write_json(out / "environment.json", {**environment(threads), "quick": quick, "clock": clock})
+    env = environment(threads)
+    write_json(out / "environment.json", {**env, "quick": quick, "clock": clock})
 
-    view = Table(title=f"posenc bench ({threads} threads, {clock} clock, torch {torch.__version__})")
+    view = Table(title=f"posenc bench ({env['cpu']}, {env['cpu_capability']}, {threads} threads, {clock} clock, "
+                       f"torch {torch.__version__})")
     for column in ("benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"):
         view.add_column(column, justify="right" if column in ("posenc", "reference", "ratio") else "left")
     for r in rows:

@@ -1,5 +1,6 @@
 import json
 import math
+import platform
 
 import pandas as pd
 import pytest
@@ -47,10 +48,23 @@ def test_bench_command_writes_its_table(cli, tmp_path):
     table = pd.read_csv(tmp_path / "bench.csv")
     assert set(table["benchmark"]) == {"rope apply", "cli start-up"}
     assert not math.isnan(table.loc[0, "ratio"])
-    assert (tmp_path / "environment.json").exists() and (tmp_path / "bench.md").exists()
+    assert (tmp_path / "bench.md").exists()
+    env = json.loads((tmp_path / "environment.json").read_text())
+    assert env["cpu"]
+    assert env["cpu_capability"] in {"DEFAULT", "VSX", "ZVECTOR", "AVX2", "AVX512", "SVE256"}
+    assert int(env["cores"]) >= 1 and env["threads"] == "1"
     code, _, err = cli("bench", "--only", "warp", "--out", tmp_path / "x")
     assert code == 2 and "unknown benchmark 'warp'; valid: train, rope, long, real, vit, cli" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_cpu_model_reads_the_model_name_or_falls_back(tmp_path):
+    from posenc.benchmarks.suite import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n")
+    assert cpu_model(str(info)) == "AMD EPYC 9R14 96-Core Processor"
+    assert cpu_model(str(tmp_path / "missing")) == (platform.processor() or platform.machine())
 
 
 def test_interleaved_alternates_and_takes_the_median_of_per_round_ratios():
