@@ -19,6 +19,9 @@ def test_rope_rows_agree_with_transformers():
     assert [r["case"].split()[0] for r in rows] == ["forward", "forward+backward", "max"]
     assert rows[2]["posenc"] <= 1e-5 and rows[2]["met"]
     assert all(r["posenc"] > 0 and r["reference"] > 0 for r in rows[:2])
+    # timed interleaved: a time ratio (posenc over HF) inside the interval of its median
+    assert all(0 < r["ratio_low"] <= r["ratio"] <= r["ratio_high"] for r in rows[:2])
+    assert all(r["met"] == (r["ratio"] <= 1.0) for r in rows[:2])
 
 
 @pytest.mark.slow  # one fresh Python process per scheme for its peak memory
