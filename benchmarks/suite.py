@@ -176,10 +176,16 @@ def interleaved(ours: Callable[[], None], reference: Callable[[], None], threads
     return Timing(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), ratios)
 
 
+def _sized_interleaved(ours: Callable[[], Any], reference: Callable[[], Any], sizes: Sizes, threads: int,
+                       block_time: float) -> Timing:
+    """``interleaved`` over ``sizes.rounds`` rounds on the clock ``sizes`` asks for."""
+    clock = time.process_time if sizes.cpu_clock else time.perf_counter
+    return interleaved(ours, reference, threads, sizes.rounds, block_time, clock=clock)
+
+
 def _throughput_row(case: str, ours: Callable[[], None], reference: Callable[[], None], tokens: int,
                     sizes: Sizes, threads: int, goal: float) -> dict[str, Any]:
-    clock = time.process_time if sizes.cpu_clock else time.perf_counter
-    timing = interleaved(ours, reference, threads, sizes.rounds, sizes.block_time, clock=clock)
+    timing = _sized_interleaved(ours, reference, sizes, threads, sizes.block_time)
     r = row("train throughput", case, tokens / timing.ours, tokens / timing.reference, "tokens/s", f">= {goal}", True,
             goal)
     r["ratio"], r["met"] = timing.ratio, bool(timing.ratio >= goal)  # the median of per-round ratios, not of medians
@@ -216,8 +222,7 @@ def _time_row(benchmark: str, case: str, ours: Callable[[], Any], reference: Cal
               threads: int, goal: str, target: float) -> dict[str, Any]:
     """posenc's time over the reference's (lower is better), timed ``interleaved``: the median of
     the per-round ratios and its 95% interval."""
-    clock = time.process_time if sizes.cpu_clock else time.perf_counter
-    timing = interleaved(ours, reference, threads, sizes.rounds, sizes.block_time / 2, clock=clock)
+    timing = _sized_interleaved(ours, reference, sizes, threads, sizes.block_time / 2)
     r = row(benchmark, case, timing.ours, timing.reference, "s", goal, False, target)
     r["ratio"], r["met"] = 1 / timing.ratio, bool(1 / timing.ratio <= target)  # the median of per-round ratios
     low, high = median_interval(timing.ratios)
