@@ -73,40 +73,59 @@ def overrides_from(options: dict[str, Any], extra: list[str] | None) -> list[str
     return [f"{key}={value}" for key, value in options.items() if value is not None] + list(extra or [])
 
 
-class Progress:
-    """A rich progress bar fed by the training loop's log records (nothing when quiet)."""
+class EventBar:
+    """The CLI's view of a run's progress events (``posenc.engine.context.Event``): one rich
+    bar per stage, its units done, the latest loss and throughput; nothing when quiet."""
 
-    def __init__(self, total: int, quiet: bool, label: str) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
-        self.total, self.label = total, label
-        self._bar = None
+        self._bar: Any = None
+        self._task: Any = None
 
-    def __enter__(self) -> Progress:
-        if not self.quiet:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
-
-            self._bar = RichProgress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-                TimeElapsedColumn(), console=err_console, transient=False,
-            )
-            self._bar.__enter__()
-            self._task = self._bar.add_task(self.label, total=self.total, loss="-", tps="-")
+    def __enter__(self) -> EventBar:
         return self
 
-    def __call__(self, record: dict[str, Any]) -> None:
-        if self._bar is None:
+    def __call__(self, event: Any) -> None:
+        if self.quiet:
             return
-        fields = {}
-        if "train_loss" in record:
-            fields["loss"] = f"{record['train_loss']:.3f}"
-        if "tokens_per_s" in record:
-            fields["tps"] = f"{record['tokens_per_s']:,.0f}"
-        self._bar.update(self._task, completed=record["step"], **fields)
+        if event.kind == "message":
+            err_console.print(event.label, highlight=False, soft_wrap=True, markup=False)
+        elif event.kind == "stage":
+            self.close()
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err_console,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task(event.label, total=max(event.total or 1, 1), info="")
+        elif event.kind == "advance" and self._bar is not None:
+            info = []
+            if "train_loss" in event.fields:
+                info.append(f"loss {event.fields['train_loss']:.3f}")
+            if "tokens_per_s" in event.fields:
+                info.append(f"{event.fields['tokens_per_s']:,.0f} tok/s")
+            update: dict[str, Any] = {"info": "  ".join(info) or event.fields.get("info", "")}
+            if event.done is not None:
+                update["completed"] = event.done
+            if event.label:
+                update["description"] = event.label
+            self._bar.update(self._task, **update)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
 
     def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
+        self.close()
 
 
 def print_record(title: str, row: dict[str, Any]) -> None:

@@ -28,7 +28,8 @@ from posenc.analysis import properties as props
 from posenc.engine.config import compose, experiment_settings, instantiate, list_options
 from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
-from posenc.core.io import save_figure, write_table
+from posenc.core.io import write_table
+from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.results import RunDir
 
 SHIFT_DELTAS = [1, 3, 17, 100]
@@ -177,10 +178,7 @@ def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
 
 def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:
     """One PNG per kind of check that ran; returns their file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     by_kind: dict[str, list[tuple[Scheme, props.Measurement]]] = {}
     for s, m in results:

@@ -33,7 +33,8 @@ from posenc.engine.config import compose, experiment_settings, list_options
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.analysis.permutation import permutation_test
-from posenc.core.io import save_figure, write_table
+from posenc.core.io import write_table
+from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.results import RunDir
 from posenc.engine.training import TrainResult, resolve_device, train
 from posenc.experiments.train import eval_data, input_size
@@ -285,10 +286,7 @@ def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
 
 def plot(table: pd.DataFrame, path: Path) -> None:
     """Equivariance residual (log) and order-task accuracy per cell, at init and trained."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels = [f"{r.pe}\n{r.attention}\n{r.model}" for r in table[table.phase == "init"].itertuples()]
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(labels)), 4.5))

@@ -51,7 +51,8 @@ import torch
 
 from posenc.analysis.stats import paired_difference
 from posenc.core.errors import ConfigError, UserError
-from posenc.core.io import atomic_write_text, save_figure, write_json, write_table
+from posenc.core.io import atomic_write_text, write_json, write_table
+from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.config import instantiate, option_class, option_node, options_where
 from posenc.engine.results import RunDir, config_hash
 from posenc.engine.training import resolve_device
@@ -553,10 +554,7 @@ def passkey_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 def plot_passkey(accuracy: pd.DataFrame, path: Path) -> Path:
     """One length × depth heatmap of passkey accuracy per scale."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     scales = list(dict.fromkeys(accuracy.scale))
     fig, axes = plt.subplots(1, len(scales), figsize=(1.5 + 3 * len(scales), 3.4), squeeze=False)
@@ -632,10 +630,7 @@ def window_ratios(records: Any, lengths: Sequence[int], level: float = 0.95) -> 
 
 def plot(positions: pd.DataFrame, original: int, path: Path) -> Path:
     """Mean loss by position bucket at the longest length, one line per scale."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     longest = positions.length.max()

@@ -30,7 +30,8 @@ from posenc.engine.evaluation import evaluate
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES, SMOOTH_MODES
-from posenc.core.io import atomic_write_bytes, save_figure, write_table
+from posenc.core.io import atomic_write_bytes, write_table
+from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.results import RunDir
 from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
 from posenc.engine.training import resolve_device, train
@@ -113,10 +114,7 @@ def _embeddings(model: ViT) -> torch.Tensor | None:
 
 def plot_similarity(similarity: torch.Tensor, grid: tuple[int, int], title: str, path: Path) -> None:
     """The ViT paper's figure: tile (r, c) shows patch (r, c)'s similarity to every patch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     h, w = grid
     tiles = similarity.reshape(h, w, h, w).float()  # (r, c, r', c')
@@ -134,10 +132,7 @@ def plot_similarity(similarity: torch.Tensor, grid: tuple[int, int], title: str,
 
 def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path: Path) -> None:
     """Accuracy against evaluation resolution, one line per scheme x method; fine-tuned on the right."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     steps = sorted(long["finetune_steps"].unique())
     colours = {pe: plt.get_cmap("tab10")(i % 10) for i, pe in enumerate(long["pe"].unique())}

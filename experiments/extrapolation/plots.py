@@ -6,16 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc.core.io import save_figure
+from posenc.reporting.style import pyplot, save_figure
 
 
 def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len: int, folder: Path) -> list[Path]:
     """``length.png`` (the metric against evaluated length, log x) and ``per_position.png``
     (bucketed loss against position at the longest length); fine-tuned rows dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     def save(fig, ax, name: str, xlabel: str, ylabel: str) -> Path:
         ax.axvline(train_len, color="grey", linestyle=":", label="train length")
@@ -53,10 +50,7 @@ def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len
 
 def plot_depth(depth: pd.DataFrame, folder: Path) -> Path:
     """``depth.png``: answer accuracy by depth (rows) and length (columns), one panel per cell."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     lengths = [c for c in depth.columns if c.isdigit()]
     panels = list(depth.groupby(["pe", "scale", "finetune_steps"], sort=False))

@@ -78,16 +78,3 @@ def write_table(df: pd.DataFrame, folder: Path, stem: str = "table") -> tuple[Pa
     atomic_write_text(csv, df.to_csv(index=False))
     atomic_write_text(md, df.to_markdown(index=False, floatfmt=".4g") + "\n")
     return csv, md
-
-
-def save_figure(fig: Any, path: Path, dpi: int = 120, tight: bool = False) -> Path:
-    """Save a matplotlib figure as PNG atomically and close it (``tight``: trim the margins)."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
-    plt.close(fig)
-    atomic_write_bytes(Path(path), buf.getvalue())
-    return Path(path)

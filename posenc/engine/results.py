@@ -35,16 +35,6 @@ def results_root(explicit: str | os.PathLike | None = None) -> Path:
     return root
 
 
-
-
-
-
-
-
-
-
-
-
 def config_hash(config: dict[str, Any]) -> str:
     """A stable hash of a resolved config (key order does not matter)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
@@ -66,10 +56,6 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The dotted keys whose values differ between two nested configs (or exist in one only)."""
     fa, fb = flatten(a), flatten(b)
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, KeyError) != fb.get(k, KeyError))
-
-
-
-
 
 
 def make_unique_dir(parent: Path, stem: str) -> Path:
@@ -100,6 +86,21 @@ class RunDir:
         run = cls(path)
         atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         run.write_summary({"status": "running", "name": name, "config_hash": config_hash(config)})
+        return run
+
+    @classmethod
+    def keyed(cls, root: Path, name: str, config: dict[str, Any], key: dict[str, Any]) -> RunDir:
+        """``<root>/runs/<name>-<hash of key>/``: created, or reopened when it exists, so that a
+        rerun with the same ``key`` finds the cells it finished; config.yaml records ``config``."""
+        path = Path(root) / "runs" / f"{name}-{config_hash(key)[:8]}"
+        if (path / "summary.json").is_file():
+            run = cls(path)
+            run.update_summary(status="running", error=None, resumes=run.read_summary().get("resumes", 0) + 1)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            run = cls(path)
+            run.write_summary({"status": "running", "name": name, "config_hash": config_hash(key)})
+        atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         return run
 
     @classmethod

@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc.core.io import save_figure
+from posenc.reporting.style import pyplot, save_figure
 from posenc.reporting.claims import TOL
 from posenc.reporting.estimates import accuracy, select
 from posenc.reporting.tables import lengths, moves_grid, pixels, scorer, unscaled
 
 
 def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ns = lengths(t)
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -50,10 +47,7 @@ def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
 
 
 def plot_resolution(r: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cols, steps = pixels(r), sorted(int(x) for x in r["finetune_steps"].dropna().unique())
     xs = [int(c[:-2]) for c in cols]
@@ -76,10 +70,7 @@ def plot_resolution(r: pd.DataFrame, path: Path) -> None:
 
 
 def plot_order(t: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     groups = list(t.groupby(["model", "attention", "pe"], sort=False))
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.2 * len(groups)), 4.5))

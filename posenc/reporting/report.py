@@ -12,7 +12,8 @@ import pandas as pd
 
 from posenc.reporting.compare import load, runs_of
 from posenc.core.errors import UserError
-from posenc.core.io import atomic_write_text, save_figure
+from posenc.core.io import atomic_write_text
+from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.results import RunDir
 
 
@@ -22,10 +23,7 @@ def _md(table: pd.DataFrame) -> str:
 
 def plot_curves(runs: Sequence[Path], path: Path) -> bool:
     """Training and validation loss against step, one line per run; False when nothing to plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4))
     drawn = False
