@@ -58,18 +58,45 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(batch=2, seq_len=16, rope_shape=(1, 2, 64, 16), long_lengths=(64,),
-                   min_run_time=0.05, startup_repeats=1, repeats=1,
-                   vit_resolutions=(16, 24), vit_batch=2, rounds=6, block_time=0.0,
-                   real_lengths=(64,), real_layers=2)
+        return cls(
+            batch=2,
+            seq_len=16,
+            rope_shape=(1, 2, 64, 16),
+            long_lengths=(64,),
+            min_run_time=0.05,
+            startup_repeats=1,
+            repeats=1,
+            vit_resolutions=(16, 24),
+            vit_batch=2,
+            rounds=6,
+            block_time=0.0,
+            real_lengths=(64,),
+            real_layers=2,
+        )
 
 
-def row(benchmark: str, case: str, ours: float, reference: float, unit: str, goal: str,
-        higher_is_better: bool, target: float) -> dict[str, Any]:
+def row(
+    benchmark: str,
+    case: str,
+    ours: float,
+    reference: float,
+    unit: str,
+    goal: str,
+    higher_is_better: bool,
+    target: float,
+) -> dict[str, Any]:
     ratio = ours / reference
     met = ratio >= target if higher_is_better else ratio <= target
-    return {"benchmark": benchmark, "case": case, "posenc": ours, "reference": reference,
-            "unit": unit, "ratio": ratio, "goal": goal, "met": bool(met)}
+    return {
+        "benchmark": benchmark,
+        "case": case,
+        "posenc": ours,
+        "reference": reference,
+        "unit": unit,
+        "ratio": ratio,
+        "goal": goal,
+        "met": bool(met),
+    }
 
 
 def _median(stmt: str, env: dict[str, Any], threads: int, min_run_time: float) -> float:
@@ -82,9 +109,15 @@ def environment(threads: int) -> dict[str, str]:
     training ratios of the bias schemes against NoPE read 0.90–0.92 on one machine of this
     workplace and 0.93–0.96 on another (one thread, the same commit), so a table is read with its
     CPU model, the ISA torch's kernels were built for (``cpu_capability``) and the cores."""
-    return {"machine": platform.machine(), "cpu": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cores": str(os.cpu_count()), "python": platform.python_version(), "torch": torch.__version__,
-            "threads": str(threads)}
+    return {
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": str(threads),
+    }
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -101,6 +134,7 @@ def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
 
 # --- training throughput -------------------------------------------------------------------
 
+
 def _lm(pe_name: str, extra: list[str] | None = None):
     from posenc.engine.build import build
     from posenc.engine.config import compose
@@ -113,10 +147,17 @@ def _hf_llama(model):
 
     block = model.blocks[0]
     config = LlamaConfig(
-        vocab_size=model.vocab_size, hidden_size=model.d_model, intermediate_size=block.mlp.gate.out_features,
-        num_hidden_layers=len(model.blocks), num_attention_heads=model.n_heads,
-        num_key_value_heads=block.attn.n_kv_heads, head_dim=model.head_dim, tie_word_embeddings=True,
-        rms_norm_eps=block.attn_norm.eps, attn_implementation="sdpa")
+        vocab_size=model.vocab_size,
+        hidden_size=model.d_model,
+        intermediate_size=block.mlp.gate.out_features,
+        num_hidden_layers=len(model.blocks),
+        num_attention_heads=model.n_heads,
+        num_key_value_heads=block.attn.n_kv_heads,
+        head_dim=model.head_dim,
+        tie_word_embeddings=True,
+        rms_norm_eps=block.attn_norm.eps,
+        attn_implementation="sdpa",
+    )
     return LlamaForCausalLM(config)
 
 
@@ -145,9 +186,15 @@ class Timing(NamedTuple):
     ratios: list[float]
 
 
-def interleaved(ours: Callable[[], None], reference: Callable[[], None], threads: int, rounds: int,
-                block_time: float, warmup: int = 2,
-                clock: Callable[[], float] = time.perf_counter) -> Timing:
+def interleaved(
+    ours: Callable[[], None],
+    reference: Callable[[], None],
+    threads: int,
+    rounds: int,
+    block_time: float,
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Timing:
     """``ours`` and ``reference`` timed alternately in this process (``Timing``).
 
     After ``warmup`` calls of each, every round times one block of calls of each, enough calls for
@@ -170,24 +217,33 @@ def interleaved(ours: Callable[[], None], reference: Callable[[], None], threads
     calls = [max(1, math.ceil(block_time / block(i, 1))) for i in (0, 1)]
     times: list[list[float]] = [[], []]
     for r in range(rounds):
-        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+        for i in (0, 1) if r % 2 == 0 else (1, 0):
             times[i].append(block(i, calls[i]))
     ratios = [ref / our for our, ref in zip(*times)]
     return Timing(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), ratios)
 
 
-def _sized_interleaved(ours: Callable[[], Any], reference: Callable[[], Any], sizes: Sizes, threads: int,
-                       block_time: float) -> Timing:
+def _sized_interleaved(
+    ours: Callable[[], Any], reference: Callable[[], Any], sizes: Sizes, threads: int, block_time: float
+) -> Timing:
     """``interleaved`` over ``sizes.rounds`` rounds on the clock ``sizes`` asks for."""
     clock = time.process_time if sizes.cpu_clock else time.perf_counter
     return interleaved(ours, reference, threads, sizes.rounds, block_time, clock=clock)
 
 
-def _throughput_row(case: str, ours: Callable[[], None], reference: Callable[[], None], tokens: int,
-                    sizes: Sizes, threads: int, goal: float) -> dict[str, Any]:
+def _throughput_row(
+    case: str,
+    ours: Callable[[], None],
+    reference: Callable[[], None],
+    tokens: int,
+    sizes: Sizes,
+    threads: int,
+    goal: float,
+) -> dict[str, Any]:
     timing = _sized_interleaved(ours, reference, sizes, threads, sizes.block_time)
-    r = row("train throughput", case, tokens / timing.ours, tokens / timing.reference, "tokens/s", f">= {goal}", True,
-            goal)
+    r = row(
+        "train throughput", case, tokens / timing.ours, tokens / timing.reference, "tokens/s", f">= {goal}", True, goal
+    )
     r["ratio"], r["met"] = timing.ratio, bool(timing.ratio >= goal)  # the median of per-round ratios, not of medians
     r["ratio_low"], r["ratio_high"] = median_interval(timing.ratios)
     return r
@@ -206,20 +262,45 @@ def train_throughput(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     extra = [f"train.seq_len={s}"]
     ours = _lm("rope", extra)
     hf = _hf_llama(ours)
-    rows = [_throughput_row("lm_tiny rope vs HF LlamaForCausalLM", _train_step(ours, ours, b, s, ours.vocab_size),
-                            _train_step(hf, lambda x: hf(x).logits, b, s, ours.vocab_size), tokens, sizes, threads,
-                            1.0)]
+    rows = [
+        _throughput_row(
+            "lm_tiny rope vs HF LlamaForCausalLM",
+            _train_step(ours, ours, b, s, ours.vocab_size),
+            _train_step(hf, lambda x: hf(x).logits, b, s, ours.vocab_size),
+            tokens,
+            sizes,
+            threads,
+            1.0,
+        )
+    ]
     nope = _lm("nope", extra)
     nope_step = _train_step(nope, nope, b, s, nope.vocab_size)
     for name in options_where("pe", lambda c: c.ndim == 1 and c.encodes != "nothing"):
         model = _lm(name, extra)
-        rows.append(_throughput_row(f"{name} vs nope", _train_step(model, model, b, s, model.vocab_size), nope_step,
-                                    tokens, sizes, threads, 0.9))
+        rows.append(
+            _throughput_row(
+                f"{name} vs nope",
+                _train_step(model, model, b, s, model.vocab_size),
+                nope_step,
+                tokens,
+                sizes,
+                threads,
+                0.9,
+            )
+        )
     return rows
 
 
-def _time_row(benchmark: str, case: str, ours: Callable[[], Any], reference: Callable[[], Any], sizes: Sizes,
-              threads: int, goal: str, target: float) -> dict[str, Any]:
+def _time_row(
+    benchmark: str,
+    case: str,
+    ours: Callable[[], Any],
+    reference: Callable[[], Any],
+    sizes: Sizes,
+    threads: int,
+    goal: str,
+    target: float,
+) -> dict[str, Any]:
     """posenc's time over the reference's (lower is better), timed ``interleaved``: the median of
     the per-round ratios and its 95% interval."""
     timing = _sized_interleaved(ours, reference, sizes, threads, sizes.block_time / 2)
@@ -231,6 +312,7 @@ def _time_row(benchmark: str, case: str, ours: Callable[[], Any], reference: Cal
 
 
 # --- RoPE application ----------------------------------------------------------------------
+
 
 def rope_apply(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """posenc ``RoPE.rotate_qk`` vs transformers' ``apply_rotary_pos_emb``, forward and
@@ -254,15 +336,39 @@ def rope_apply(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     # 1.67x and 0.64x timed one after the other and interleaved)
     shape = "x".join(map(str, sizes.rope_shape))
     rows = [
-        _time_row("rope apply", f"forward {shape}", lambda: rope.rotate_qk(q, k, rotation),
-                  lambda: apply_rotary_pos_emb(q, k, cos, sin), sizes, threads, "<= 1.0 (stretch 0.4)", 1.0),
-        _time_row("rope apply", f"forward+backward {shape}",
-                  lambda: torch.autograd.backward(rope.rotate_qk(q, k, rotation), (grad, grad)),
-                  lambda: torch.autograd.backward(apply_rotary_pos_emb(q, k, cos, sin), (grad, grad)), sizes,
-                  threads, "<= 1.0 (stretch 0.4)", 1.0),
+        _time_row(
+            "rope apply",
+            f"forward {shape}",
+            lambda: rope.rotate_qk(q, k, rotation),
+            lambda: apply_rotary_pos_emb(q, k, cos, sin),
+            sizes,
+            threads,
+            "<= 1.0 (stretch 0.4)",
+            1.0,
+        ),
+        _time_row(
+            "rope apply",
+            f"forward+backward {shape}",
+            lambda: torch.autograd.backward(rope.rotate_qk(q, k, rotation), (grad, grad)),
+            lambda: torch.autograd.backward(apply_rotary_pos_emb(q, k, cos, sin), (grad, grad)),
+            sizes,
+            threads,
+            "<= 1.0 (stretch 0.4)",
+            1.0,
+        ),
     ]
-    rows.append({"benchmark": "rope apply", "case": "max |posenc - HF|", "posenc": err, "reference": 0.0,
-                 "unit": "abs", "ratio": float("nan"), "goal": "<= 1e-5", "met": err <= 1e-5})
+    rows.append(
+        {
+            "benchmark": "rope apply",
+            "case": "max |posenc - HF|",
+            "posenc": err,
+            "reference": 0.0,
+            "unit": "abs",
+            "ratio": float("nan"),
+            "goal": "<= 1e-5",
+            "met": err <= 1e-5,
+        }
+    )
     return rows
 
 
@@ -325,29 +431,58 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                 continue
             peak = _long_peak(name, length, threads)
             if isinstance(peak, str):
-                rows.append({"benchmark": "long eval", "case": f"{name} @ {length}", "posenc": float("nan"),
-                             "reference": float("nan"), "unit": "s", "ratio": float("nan"), "goal": peak, "met": False})
+                rows.append(
+                    {
+                        "benchmark": "long eval",
+                        "case": f"{name} @ {length}",
+                        "posenc": float("nan"),
+                        "reference": float("nan"),
+                        "unit": "s",
+                        "ratio": float("nan"),
+                        "goal": peak,
+                        "met": False,
+                    }
+                )
                 continue
             model = long_model(name, length)
             with torch.no_grad():
-                t_ours, t_ref, speedup, _ = interleaved(lambda: model(x), lambda: nope(x), threads, sizes.repeats,
-                                                        0.0, warmup=1)
+                t_ours, t_ref, speedup, _ = interleaved(
+                    lambda: model(x), lambda: nope(x), threads, sizes.repeats, 0.0, warmup=1
+                )
             r = row("long eval", f"{name} @ {length} time vs nope", t_ours, t_ref, "s", "<= 2.0", False, 2.0)
             r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 2.0)  # the median of per-round ratios
             rows.append(r)
-            rows.append({"benchmark": "long eval", "case": f"{name} @ {length} peak RSS vs nope",
-                         "posenc": peak / gib, "reference": base_peak / gib, "unit": "GiB",
-                         "ratio": peak / base_peak, "goal": "<= 1.5 and <= 4 GiB",
-                         "met": peak / base_peak <= 1.5 and peak <= 4 * gib})
+            rows.append(
+                {
+                    "benchmark": "long eval",
+                    "case": f"{name} @ {length} peak RSS vs nope",
+                    "posenc": peak / gib,
+                    "reference": base_peak / gib,
+                    "unit": "GiB",
+                    "ratio": peak / base_peak,
+                    "goal": "<= 1.5 and <= 4 GiB",
+                    "met": peak / base_peak <= 1.5 and peak <= 4 * gib,
+                }
+            )
     return rows
 
 
 # --- real model forward vs transformers -----------------------------------------------------
 
 # SmolLM2-135M's shapes (the model of results/real/), so the case needs no download
-SMOLLM2_SHAPES = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                      num_attention_heads=9, num_key_value_heads=3, head_dim=64, rope_theta=100000.0,
-                      max_position_embeddings=8192, tie_word_embeddings=True, rms_norm_eps=1e-5)
+SMOLLM2_SHAPES = dict(
+    vocab_size=49152,
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    head_dim=64,
+    rope_theta=100000.0,
+    max_position_embeddings=8192,
+    tie_word_embeddings=True,
+    rms_norm_eps=1e-5,
+)
 
 
 def _rss_peak(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -381,8 +516,9 @@ def _real_reference(sizes: Sizes):
         from posenc.models import pretrained
 
         source = pretrained.resolve_source(sizes.real_model)
-        model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, attn_implementation="sdpa",
-                                                     **source.kwargs())
+        model = AutoModelForCausalLM.from_pretrained(
+            source.path, dtype=torch.float32, attn_implementation="sdpa", **source.kwargs()
+        )
         return model.eval(), source.name
     torch.manual_seed(0)
     config = LlamaConfig(**{**SMOLLM2_SHAPES, "num_hidden_layers": sizes.real_layers}, attn_implementation="sdpa")
@@ -409,8 +545,10 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         ids, targets = x[:, :-1], x[:, 1:]
         pairs = {
             "logits": (lambda: ours(ids), lambda: hf(ids).logits),
-            "token losses": (lambda: ours(ids, targets=targets, chunk=1024),
-                             lambda: F.cross_entropy(hf(ids).logits[0], targets[0], reduction="none")[None]),
+            "token losses": (
+                lambda: ours(ids, targets=targets, chunk=1024),
+                lambda: F.cross_entropy(hf(ids).logits[0], targets[0], reduction="none")[None],
+            ),
         }
         for what, (run_ours, run_ref) in pairs.items():
             peaks: list[list[float]] = [[], []]
@@ -422,10 +560,12 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                         out, peak = _rss_peak(fn)
                     peaks[i].append(peak)
                     tails[i] = out[0, -64:].clone()  # kept small: a held output would count in the next peak
+
                 return call
 
-            t_ours, t_ref, speedup, _ = interleaved(measured(0, run_ours), measured(1, run_ref), threads,
-                                                    sizes.repeats, 0.0, warmup=0)
+            t_ours, t_ref, speedup, _ = interleaved(
+                measured(0, run_ours), measured(1, run_ref), threads, sizes.repeats, 0.0, warmup=0
+            )
             case = f"{name}: {what} @ {length}"
             r = row("real forward", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
             r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
@@ -433,20 +573,32 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
             mem = [statistics.median(p) / gib for p in peaks]
             rows.append(row("real forward", f"{case} peak memory", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0))
             err = float((tails[0] - tails[1]).abs().max())
-            rows.append({"benchmark": "real forward", "case": f"{case} max |posenc - HF|", "posenc": err,
-                         "reference": 0.0, "unit": "abs", "ratio": float("nan"), "goal": "<= 1e-3", "met": err <= 1e-3})
+            rows.append(
+                {
+                    "benchmark": "real forward",
+                    "case": f"{case} max |posenc - HF|",
+                    "posenc": err,
+                    "reference": 0.0,
+                    "unit": "abs",
+                    "ratio": float("nan"),
+                    "goal": "<= 1e-3",
+                    "met": err <= 1e-3,
+                }
+            )
     return rows
 
 
 # --- ViT forward ----------------------------------------------------------------------------
+
 
 def _vit(pe_name: str, resolution: int):
     from posenc.engine.build import build
     from posenc.engine.config import compose
 
     # train.seq_len sizes a learned table; 4096 rows cover a cls row and any grid benchmarked here
-    return build(compose(["model=vit_tiny", f"pe={pe_name}", f"task.resolution={resolution}",
-                          "train.seq_len=4096"])).model.eval()
+    return build(
+        compose(["model=vit_tiny", f"pe={pe_name}", f"task.resolution={resolution}", "train.seq_len=4096"])
+    ).model.eval()
 
 
 def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
@@ -469,8 +621,9 @@ def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                     continue
                 env["m"] = _vit(name, res)
                 t = _median("m(x)", env, threads, sizes.min_run_time)
-                rows.append(row("vit forward", f"{name} @ {res}px vs learned", t, t_ref, "s", "report", False,
-                                float("inf")))
+                rows.append(
+                    row("vit forward", f"{name} @ {res}px vs learned", t, t_ref, "s", "report", False, float("inf"))
+                )
     low, high = sizes.vit_resolutions[0], sizes.vit_resolutions[-1]
     with torch.no_grad():
         env["x"] = torch.randn(sizes.vit_batch, 3, high, high)
@@ -478,12 +631,23 @@ def vit_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         t_resampled = _median("m(x)", env, threads, sizes.min_run_time)
         env["m"] = _vit("learned", high)
         t_native = _median("m(x)", env, threads, sizes.min_run_time)
-    rows.append(row("vit forward", f"learned {low}->{high}px resampled vs built at {high}px", t_resampled,
-                    t_native, "s", "~1.0", False, 1.1))
+    rows.append(
+        row(
+            "vit forward",
+            f"learned {low}->{high}px resampled vs built at {high}px",
+            t_resampled,
+            t_native,
+            "s",
+            "~1.0",
+            False,
+            1.1,
+        )
+    )
     return rows
 
 
 # --- CLI start-up ----------------------------------------------------------------------------
+
 
 def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Wall time of ``posenc --help`` (goal 0.5 s) and ``posenc list`` (1 s, it reads every
@@ -500,5 +664,11 @@ def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
-CASES = {"train": train_throughput, "rope": rope_apply, "long": long_eval, "real": real_forward,
-         "vit": vit_forward, "cli": cli_startup}
+CASES = {
+    "train": train_throughput,
+    "rope": rope_apply,
+    "long": long_eval,
+    "real": real_forward,
+    "vit": vit_forward,
+    "cli": cli_startup,
+}

@@ -13,16 +13,36 @@ from posenc.cli.common import console, fail, user_errors
 
 
 def bench(
-    only: Annotated[str | None, typer.Option(help="Comma list of cases: train, rope, long, real, vit, cli (default: all).")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Tiny sizes and short timings: checks the harness only.")] = False,
+    only: Annotated[
+        str | None, typer.Option(help="Comma list of cases: train, rope, long, real, vit, cli (default: all).")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Tiny sizes and short timings: checks the harness only.")
+    ] = False,
     threads: Annotated[int, typer.Option(help="torch threads for every measurement.")] = 2,
-    clock: Annotated[str, typer.Option(help="Clock of the training-throughput blocks: wall, or cpu (this process's "
-                                            "CPU time, for a machine shared with other jobs; use with --threads 1).")] = "wall",
-    out: Annotated[Path, typer.Option(help="Folder for bench.csv, bench.md and environment.json.")] = Path("results/bench"),
-    real_lengths: Annotated[str | None, typer.Option(help="Lengths of the `real` case, comma list (default 4096; "
-                                                          "16384 takes minutes per forward on a CPU).")] = None,
-    real_model: Annotated[str | None, typer.Option(help="The `real` case's model: a checkpoint folder or .gguf file "
-                                                        "(default: a random Llama of SmolLM2-135M's shapes).")] = None,
+    clock: Annotated[
+        str,
+        typer.Option(
+            help="Clock of the training-throughput blocks: wall, or cpu (this process's "
+            "CPU time, for a machine shared with other jobs; use with --threads 1)."
+        ),
+    ] = "wall",
+    out: Annotated[Path, typer.Option(help="Folder for bench.csv, bench.md and environment.json.")] = Path(
+        "results/bench"
+    ),
+    real_lengths: Annotated[
+        str | None,
+        typer.Option(
+            help="Lengths of the `real` case, comma list (default 4096; 16384 takes minutes per forward on a CPU)."
+        ),
+    ] = None,
+    real_model: Annotated[
+        str | None,
+        typer.Option(
+            help="The `real` case's model: a checkpoint folder or .gguf file "
+            "(default: a random Llama of SmolLM2-135M's shapes)."
+        ),
+    ] = None,
 ) -> None:
     """Benchmark posenc against transformers (training step, RoPE, a real Llama's forward) and its
     own baselines (schemes vs NoPE, long-context evaluation), and the CLI start-up time.
@@ -60,16 +80,26 @@ def bench(
     env = environment(threads)
     write_json(out / "environment.json", {**env, "quick": quick, "clock": clock})
 
-    view = Table(title=f"posenc bench ({env['cpu']}, {env['cpu_capability']}, {threads} threads, {clock} clock, "
-                       f"torch {torch.__version__})")
+    view = Table(
+        title=f"posenc bench ({env['cpu']}, {env['cpu_capability']}, {threads} threads, {clock} clock, "
+        f"torch {torch.__version__})"
+    )
     for column in ("benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met"):
         view.add_column(column, justify="right" if column in ("posenc", "reference", "ratio") else "left")
     for r in rows:
         ratio = f"{r['ratio']:.3f}"
         if not math.isnan(r.get("ratio_low", math.nan)):  # an interval (NaN when too few rounds)
             ratio += f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
-        view.add_row(r["benchmark"], r["case"], f"{r['posenc']:.4g}", f"{r['reference']:.4g}", r["unit"],
-                     ratio, r["goal"], "yes" if r["met"] else "NO")
+        view.add_row(
+            r["benchmark"],
+            r["case"],
+            f"{r['posenc']:.4g}",
+            f"{r['reference']:.4g}",
+            r["unit"],
+            ratio,
+            r["goal"],
+            "yes" if r["met"] else "NO",
+        )
     console.print(view)
     console.print(f"written: {out / 'bench.csv'}, {out / 'bench.md'}", highlight=False)
 

@@ -12,7 +12,9 @@ from posenc.cli.order import names
 
 def check(
     pe: Annotated[str | None, typer.Option(help="Comma list of schemes. Default: every scheme in the tree.")] = None,
-    model: Annotated[str | None, typer.Option(help="Comma list of models a scheme is built with. Default: all.")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Comma list of models a scheme is built with. Default: all.")
+    ] = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
@@ -27,17 +29,20 @@ def check(
     Example: posenc check --pe rope,sinusoidal pe.base=500000
     """
     with user_errors():
-        from posenc.experiments.check import plan, run
         from posenc.engine.results import results_root
+        from posenc.experiments.check import plan, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
         schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), list(overrides or []), seed or 0)
-        table, run_dir = run(schemes, skipped, results_root=root, seed=seed or 0,
-                             config={"overrides": list(overrides or [])})
+        table, run_dir = run(
+            schemes, skipped, results_root=root, seed=seed or 0, config={"overrides": list(overrides or [])}
+        )
     shown = table if not quiet else table[~table.passed.astype(bool)]
     if len(shown):
-        console.print(shown.drop(columns=["note"]).to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
+        console.print(
+            shown.drop(columns=["note"]).to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True
+        )
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
     failed = int((~table.passed.astype(bool)).sum())
     if failed:
@@ -45,5 +50,7 @@ def check(
     if len(table):
         console.print(f"all {len(table)} checks passed", highlight=False)
     else:
-        console.print("no check applies to these schemes (none is a fixed embedding, rotates Q and K, or adds a bias)",
-                      highlight=False)
+        console.print(
+            "no check applies to these schemes (none is a fixed embedding, rotates Q and K, or adds a bias)",
+            highlight=False,
+        )

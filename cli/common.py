@@ -34,9 +34,13 @@ def _use_config_dir(folder: Path | None) -> Path | None:
 
 ConfigDir = Annotated[
     Path | None,
-    typer.Option("--config-dir", exists=True, file_okay=False, callback=_use_config_dir,
-                 help="Your own config folder (DIR/pe/NAME.yaml, ...; its Python modules import). "
-                      "Default: $POSENC_CONFIG_DIR."),
+    typer.Option(
+        "--config-dir",
+        exists=True,
+        file_okay=False,
+        callback=_use_config_dir,
+        help="Your own config folder (DIR/pe/NAME.yaml, ...; its Python modules import). Default: $POSENC_CONFIG_DIR.",
+    ),
 ]
 Overrides = Annotated[
     list[str] | None,

@@ -12,16 +12,28 @@ from posenc.cli.common import console, user_errors
 
 
 def compare(
-    inputs: Annotated[list[Path], typer.Argument(help="Run directories, sweep directories or CSV tables.",
-                                                  show_default=False)],
-    baseline: Annotated[str | None, typer.Option(
-        help="Rows to difference against: one of the inputs, or key=value[,key=value] (e.g. pe=nope).")] = None,
-    metrics: Annotated[str | None, typer.Option(help="Comma-separated metric columns (default: every float column).")] = None,
-    runs: Annotated[bool, typer.Option(
-        "--runs", help="One row per run; by default runs that differ only by seed fold into one row per "
-                       "configuration: mean [95% interval] over the seeds.")] = False,
-    out: Annotated[list[Path] | None, typer.Option(
-        "--out", "-o", help="Export the table; format by extension: .csv, .md, .tex (repeatable).")] = None,
+    inputs: Annotated[
+        list[Path], typer.Argument(help="Run directories, sweep directories or CSV tables.", show_default=False)
+    ],
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="Rows to difference against: one of the inputs, or key=value[,key=value] (e.g. pe=nope)."),
+    ] = None,
+    metrics: Annotated[
+        str | None, typer.Option(help="Comma-separated metric columns (default: every float column).")
+    ] = None,
+    runs: Annotated[
+        bool,
+        typer.Option(
+            "--runs",
+            help="One row per run; by default runs that differ only by seed fold into one row per "
+            "configuration: mean [95% interval] over the seeds.",
+        ),
+    ] = False,
+    out: Annotated[
+        list[Path] | None,
+        typer.Option("--out", "-o", help="Export the table; format by extension: .csv, .md, .tex (repeatable)."),
+    ] = None,
 ) -> None:
     """Join the tables of runs on the config keys that differ, one row per configuration with the
     mean and 95% interval over seeds (--runs: every run), and show the differences against a
@@ -85,11 +97,18 @@ def _print(table, keys, metrics) -> None:
 
     plain = [c for c in table.columns if c in metrics and not str(c).startswith("Δ ")]
     shown = [x for c in plain for x in (c, f"Δ {c}") if x in table.columns]  # each difference beside its metric
-    front = [c for c in table.columns if c not in shown and c not in ("run", "seeds") and not str(c).endswith((LOW, HIGH))
-             and (c in keys or table[c].astype(str).nunique() > 1)]
+    front = [
+        c
+        for c in table.columns
+        if c not in shown
+        and c not in ("run", "seeds")
+        and not str(c).endswith((LOW, HIGH))
+        and (c in keys or table[c].astype(str).nunique() > 1)
+    ]
     front += [c for c in ("seeds", "run") if c in table.columns]
-    cells = {c: [_cell(row, c) if c in shown else escape(str(row[c])) for _, row in table.iterrows()]
-             for c in front + shown}
+    cells = {
+        c: [_cell(row, c) if c in shown else escape(str(row[c])) for _, row in table.iterrows()] for c in front + shown
+    }
     width = {c: max([len(str(c)), *(Text.from_markup(x).cell_len for x in cells[c])]) for c in cells}
     budget = console.width - 1 - sum(width[c] + 3 for c in front)
     parts, used = [[]], 0

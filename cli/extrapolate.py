@@ -6,7 +6,18 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import (
+    ConfigDir,
+    Overrides,
+    Progress,
+    Quiet,
+    ResultsDir,
+    Seed,
+    Steps,
+    console,
+    overrides_from,
+    user_errors,
+)
 from posenc.cli.real import Data, Device, Dtype, Factor, Passkey, Tail, Windows, is_real_model, run_real
 from posenc.core.errors import UserError
 
@@ -54,10 +65,24 @@ def print_table(title: str, table: Any) -> None:
 def extrapolate(
     pe: Annotated[str, typer.Option(help="Position schemes, comma list (see `posenc list pe`).")] = "rope",
     scale: Annotated[str, typer.Option(help="Rescalings, comma list, or `all` (see `posenc list scale`).")] = "none",
-    lengths: Annotated[str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")] = None,
+    lengths: Annotated[
+        str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")
+    ] = None,
     task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
-    model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`), or a real model: a Hugging Face folder, a .gguf file or a hub id.")] = None,
-    finetune_steps: Annotated[int, typer.Option(help="Also fine-tune N steps at each length with the scaling applied (a real model: at the longest length, saved as a Hugging Face checkpoint).")] = 0,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model option (see `posenc list model`), or a real model: a Hugging Face "
+            "folder, a .gguf file or a hub id."
+        ),
+    ] = None,
+    finetune_steps: Annotated[
+        int,
+        typer.Option(
+            help="Also fine-tune N steps at each length with the scaling applied (a real model: at the "
+            "longest length, saved as a Hugging Face checkpoint)."
+        ),
+    ] = 0,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
@@ -82,12 +107,25 @@ def extrapolate(
         with user_errors():
             if overrides or task:
                 raise UserError(f"--task and overrides apply to posenc's own models, not to --model '{model}'")
-            return run_real(model, _names(scale, "--scale"), _lengths(lengths), windows, tail, data, dtype, device,
-                            factor, passkey, results_dir, quiet, finetune_steps)
+            return run_real(
+                model,
+                _names(scale, "--scale"),
+                _lengths(lengths),
+                windows,
+                tail,
+                data,
+                dtype,
+                device,
+                factor,
+                passkey,
+                results_dir,
+                quiet,
+                finetune_steps,
+            )
     with user_errors():
+        from posenc.engine.results import results_root
         from posenc.experiments.extrapolation.plan import plan
         from posenc.experiments.extrapolation.protocol import run
-        from posenc.engine.results import results_root
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
@@ -95,8 +133,9 @@ def extrapolate(
         cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
         stages = Stages(quiet)
         try:
-            table, run_dir = run(cfgs, results_root=root, lengths=_lengths(lengths),
-                                 finetune_steps=finetune_steps, stage=stages)
+            table, run_dir = run(
+                cfgs, results_root=root, lengths=_lengths(lengths), finetune_steps=finetune_steps, stage=stages
+            )
         finally:
             stages.close()
     title = f"extrapolation: {cfgs[0].choices.task}, trained at {cfgs[0].train.seq_len} tokens"

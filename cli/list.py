@@ -10,7 +10,9 @@ from posenc.cli.common import ConfigDir, console, user_errors
 
 
 def list_(
-    group: Annotated[str | None, typer.Argument(help="One group (model, pe, task, train, eval, scale, experiment) or suite.")] = None,
+    group: Annotated[
+        str | None, typer.Argument(help="One group (model, pe, task, train, eval, scale, experiment) or suite.")
+    ] = None,
     config_dir: ConfigDir = None,
 ) -> None:
     """List every option of every config group with its description (with --config-dir, yours too)."""

@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import (
+    ConfigDir,
+    Overrides,
+    Progress,
+    Quiet,
+    ResultsDir,
+    Seed,
+    Steps,
+    console,
+    overrides_from,
+    user_errors,
+)
 from posenc.core.text import split_list
 
 
@@ -17,10 +28,16 @@ def names(value: str | None, option: str) -> list[str] | None:
 
 
 def order(
-    pe: Annotated[str | None, typer.Option(help="Comma list of schemes. Default: every scheme that fits a model.")] = None,
+    pe: Annotated[
+        str | None, typer.Option(help="Comma list of schemes. Default: every scheme that fits a model.")
+    ] = None,
     model: Annotated[str | None, typer.Option(help="Comma list of models. Default: every model option.")] = None,
-    task: Annotated[str | None, typer.Option(help="Comma list of order tasks. Default: every task with order_labels.")] = None,
-    permutations: Annotated[int, typer.Option("--permutations", "-k", help="Random permutations K per measurement.")] = 8,
+    task: Annotated[
+        str | None, typer.Option(help="Comma list of order tasks. Default: every task with order_labels.")
+    ] = None,
+    permutations: Annotated[
+        int, typer.Option("--permutations", "-k", help="Random permutations K per measurement.")
+    ] = 8,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
@@ -36,24 +53,27 @@ def order(
     Example: posenc order --pe nope,rope -k 16 model.n_layers=2
     """
     with user_errors():
-        from posenc.experiments.order import plan, run
         from posenc.core.errors import ConfigError
         from posenc.engine.results import results_root
+        from posenc.experiments.order import plan, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
         if permutations < 1:
             raise ConfigError(f"--permutations must be >= 1, got {permutations}")
-        cells, skipped = plan(names(model, "--model"), names(pe, "--pe"), names(task, "--task"),
-                              overrides_from({"train.steps": steps, "seed": seed}, overrides))
+        cells, skipped = plan(
+            names(model, "--model"),
+            names(pe, "--pe"),
+            names(task, "--task"),
+            overrides_from({"train.steps": steps, "seed": seed}, overrides),
+        )
 
         @contextmanager
         def progress(label: str, total: int):
             with Progress(total, quiet, f"order {label}") as bar:
                 yield bar
 
-        table, run_dir = run(cells, skipped, permutations=permutations,
-                             results_root=root, progress=progress)
+        table, run_dir = run(cells, skipped, permutations=permutations, results_root=root, progress=progress)
     show = table.drop(columns=[c for c in ("task", "train_seconds") if c in table])
     console.print(show.to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)

@@ -6,21 +6,47 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, user_errors
+from posenc.cli.common import (
+    ConfigDir,
+    Overrides,
+    Progress,
+    Quiet,
+    ResultsDir,
+    Seed,
+    Steps,
+    console,
+    overrides_from,
+    user_errors,
+)
 from posenc.core.text import split_list
 
 
 def resolution(
-    pe: Annotated[str | None, typer.Option(help="Comma list of position schemes (see `posenc list pe`). "
-                                                "Default: every 2D scheme.")] = None,
-    interp: Annotated[str | None, typer.Option(help="Comma list of methods: nearest, bilinear, bicubic, area, "
-                                                    "clip, extrapolate, interpolate. Default: bicubic,extrapolate,interpolate.")] = None,
-    res: Annotated[str | None, typer.Option(help="Comma list of evaluation resolutions in px. Default: 16,24,32,48,64.")] = None,
+    pe: Annotated[
+        str | None,
+        typer.Option(help="Comma list of position schemes (see `posenc list pe`). Default: every 2D scheme."),
+    ] = None,
+    interp: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma list of methods: nearest, bilinear, bicubic, area, "
+            "clip, extrapolate, interpolate. Default: bicubic,extrapolate,interpolate."
+        ),
+    ] = None,
+    res: Annotated[
+        str | None, typer.Option(help="Comma list of evaluation resolutions in px. Default: 16,24,32,48,64.")
+    ] = None,
     task: Annotated[str | None, typer.Option(help="Image task (shapes, cifar10, mnist, image_folder).")] = None,
-    finetune_steps: Annotated[int | None, typer.Option(help="Fine-tune steps at each resolution (0: none). Default: 10.")] = None,
-    antialias: Annotated[bool | None, typer.Option(
-        "--antialias/--no-antialias",
-        help="Antialias bilinear/bicubic table resampling. Default: on, as timm's resample_abs_pos_embed.")] = None,
+    finetune_steps: Annotated[
+        int | None, typer.Option(help="Fine-tune steps at each resolution (0: none). Default: 10.")
+    ] = None,
+    antialias: Annotated[
+        bool | None,
+        typer.Option(
+            "--antialias/--no-antialias",
+            help="Antialias bilinear/bicubic table resampling. Default: on, as timm's resample_abs_pos_embed.",
+        ),
+    ] = None,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
@@ -38,14 +64,19 @@ def resolution(
     Example: posenc resolution --pe learned --interp bicubic --res 24,32,48,64
     """
     with user_errors():
-        from posenc.experiments.resolution import run
         from posenc.engine.config import compose, options_where
         from posenc.engine.results import results_root
+        from posenc.experiments.resolution import run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
-        options = {"task": task, "train.steps": steps, "seed": seed,
-                   "resolution.finetune_steps": finetune_steps, "resolution.antialias": None if antialias is None else str(antialias).lower()}
+        options = {
+            "task": task,
+            "train.steps": steps,
+            "seed": seed,
+            "resolution.finetune_steps": finetune_steps,
+            "resolution.antialias": None if antialias is None else str(antialias).lower(),
+        }
         if interp is not None:
             options["resolution.methods"] = "[" + ",".join(split_list(interp, "--interp")) + "]"
         if res is not None:

@@ -13,19 +13,39 @@ from posenc.core.text import split_list
 
 
 def suite(
-    quick: Annotated[bool, typer.Option("--quick", help="The quick suite (configs/suite/quick.yaml): "
-                                                         "tiny models, <= 20 min on 2 CPU cores.")] = False,
-    name: Annotated[str | None, typer.Option("--suite", help="A suite by name (see `posenc list suite`) or a suite .yaml file. "
-                                                             "Default: full, or quick with --quick.")] = None,
-    seeds: Annotated[str | None, typer.Option(help="Comma list of seeds. Default: the suite's (standard: 0-4; quick, full: 0-2).")] = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick", help="The quick suite (configs/suite/quick.yaml): tiny models, <= 20 min on 2 CPU cores."
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--suite",
+            help="A suite by name (see `posenc list suite`) or a suite .yaml file. "
+            "Default: full, or quick with --quick.",
+        ),
+    ] = None,
+    seeds: Annotated[
+        str | None, typer.Option(help="Comma list of seeds. Default: the suite's (standard: 0-4; quick, full: 0-2).")
+    ] = None,
     only: Annotated[str | None, typer.Option(help="Comma list of the suite's sweeps to run. Default: all.")] = None,
-    launcher: Annotated[str | None, typer.Option(help="Hydra launcher (basic, joblib, submitit_local, "
-                                                      "submitit_slurm). Default: the suite's.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and check every job, print them, run nothing.")] = False,
-    report_from: Annotated[Path | None, typer.Option(
-        "--report-from", help="Write the report from this finished suite folder; run nothing.")] = None,
-    out: Annotated[Path | None, typer.Option(
-        "--out", help="Where REPORT.md and its tables go (REPORT.md, suite/). Default: the results root.")] = None,
+    launcher: Annotated[
+        str | None,
+        typer.Option(help="Hydra launcher (basic, joblib, submitit_local, submitit_slurm). Default: the suite's."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Plan and check every job, print them, run nothing.")
+    ] = False,
+    report_from: Annotated[
+        Path | None,
+        typer.Option("--report-from", help="Write the report from this finished suite folder; run nothing."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Where REPORT.md and its tables go (REPORT.md, suite/). Default: the results root."),
+    ] = None,
     results_dir: ResultsDir = None,
     config_dir: ConfigDir = None,
     overrides: Overrides = None,
@@ -63,8 +83,9 @@ def suite(
         check_launcher(chosen, launcher_overrides)
         planned = plan(the_suite, seed_list, split_list(only, "--only") if only else None, job_overrides)
     table = plan_table(planned)
-    console.print(f"suite {the_suite.name}: {len(table)} jobs in {len(planned)} sweeps, launcher {chosen}",
-                  highlight=False)
+    console.print(
+        f"suite {the_suite.name}: {len(table)} jobs in {len(planned)} sweeps, launcher {chosen}", highlight=False
+    )
     if dry_run:
         console.print(table.to_markdown(index=False), highlight=False, soft_wrap=True, markup=False)
         return
@@ -80,7 +101,9 @@ def suite(
         t0 = time.perf_counter()
         sweep_dir = create_sweep(suite_dir, p.overrides + launcher_overrides, chosen, p.jobs)
         record(suite_dir, p.spec.name, dir=str(sweep_dir.relative_to(suite_dir)))
-        console.print(f"{p.spec.name}: {len(p.jobs)} jobs: {p.spec.description}", highlight=False, soft_wrap=True, markup=False)
+        console.print(
+            f"{p.spec.name}: {len(p.jobs)} jobs: {p.spec.description}", highlight=False, soft_wrap=True, markup=False
+        )
         code = launch(sweep_dir, chosen, p.overrides, launcher_overrides)
         runs, _ = write_tables(sweep_dir)
         failed += int((runs["status"] != "completed").sum())
@@ -91,6 +114,8 @@ def suite(
 
     with user_errors():
         report = write_report(collect(suite_dir), read(suite_dir), target)
-    console.print(f"suite took {time.perf_counter() - started:.0f} s; report: {report}", highlight=False, soft_wrap=True)
+    console.print(
+        f"suite took {time.perf_counter() - started:.0f} s; report: {report}", highlight=False, soft_wrap=True
+    )
     if failed:
         raise fail(f"{failed} jobs did not complete; see the runs.md of each sweep in {suite_dir}", code=1)

@@ -27,9 +27,13 @@ def _job(cfg: Any) -> dict[str, Any]:
 
 def sweep(
     overrides: Overrides = None,
-    launcher: Annotated[str, typer.Option(
-        help="Hydra launcher: basic (one after another), joblib (local processes), "
-             "submitit_local, submitit_slurm (settings in configs/hydra/launcher/).")] = "basic",
+    launcher: Annotated[
+        str,
+        typer.Option(
+            help="Hydra launcher: basic (one after another), joblib (local processes), "
+            "submitit_local, submitit_slurm (settings in configs/hydra/launcher/)."
+        ),
+    ] = "basic",
     results_dir: ResultsDir = None,
     config_dir: ConfigDir = None,
 ) -> None:
@@ -47,8 +51,9 @@ def sweep(
         jobs = expand(job_overrides)
         check_jobs(jobs)
         sweep_dir = create(results_root(results_dir), job_overrides + hydra_overrides, launcher, jobs)
-    console.print(f"sweep directory: {sweep_dir} ({len(jobs)} jobs, launcher {launcher})",
-                  highlight=False, soft_wrap=True)
+    console.print(
+        f"sweep directory: {sweep_dir} ({len(jobs)} jobs, launcher {launcher})", highlight=False, soft_wrap=True
+    )
     code = launch(sweep_dir, launcher, job_overrides, hydra_overrides)
     if code and launcher == "submitit_slurm":
         from posenc.launch.slurm import settle
@@ -69,8 +74,15 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
     from posenc.launch.sweep import quiet_schema_matching
 
     entry = hydra.main(config_path="pkg://posenc.configs", config_name="config", version_base="1.3")(_job)
-    argv = [sys.argv[0], "--multirun", f"hydra/launcher={launcher}", f"hydra.sweep.dir={sweep_dir}",
-            *searchpath_overrides(), *hydra_overrides, *job_overrides]
+    argv = [
+        sys.argv[0],
+        "--multirun",
+        f"hydra/launcher={launcher}",
+        f"hydra.sweep.dir={sweep_dir}",
+        *searchpath_overrides(),
+        *hydra_overrides,
+        *job_overrides,
+    ]
     saved, sys.argv = sys.argv, argv
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
@@ -81,8 +93,10 @@ def launch(sweep_dir: Path, launcher: str, job_overrides: list[str], hydra_overr
         return int(e.code or 0)
     except KeyboardInterrupt as e:  # the launcher has stopped its workers
         name = str(e) if str(e) in ("SIGTERM", "SIGINT") else "SIGINT"
-        raise fail(f"stopped by {name}: the launcher's workers are stopped; the jobs so far are in {sweep_dir}",
-                   code=128 + signal.Signals[name]) from None
+        raise fail(
+            f"stopped by {name}: the launcher's workers are stopped; the jobs so far are in {sweep_dir}",
+            code=128 + signal.Signals[name],
+        ) from None
     finally:
         sys.argv = saved
         root.handlers[:], root.level = handlers, level  # Hydra configured logging for its jobs
@@ -97,8 +111,9 @@ def finish(sweep_dir: Path) -> None:
 
     runs, stats = write_tables(sweep_dir)
     table = Table(title=f"sweep {sweep_dir.name}", show_header=True)
-    swept = [c for c in runs.columns if c not in ("job", "status", "error") and c in stats.columns
-             and runs[c].nunique() > 1] + (["seed"] if "seed" in runs and runs["seed"].nunique() > 1 else [])
+    swept = [
+        c for c in runs.columns if c not in ("job", "status", "error") and c in stats.columns and runs[c].nunique() > 1
+    ] + (["seed"] if "seed" in runs and runs["seed"].nunique() > 1 else [])
     columns = ["job", *swept, "status", "error"]
     for c in columns:
         table.add_column(c)

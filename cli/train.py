@@ -7,7 +7,19 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, Progress, Quiet, ResultsDir, Seed, Steps, console, overrides_from, print_record, user_errors
+from posenc.cli.common import (
+    ConfigDir,
+    Overrides,
+    Progress,
+    Quiet,
+    ResultsDir,
+    Seed,
+    Steps,
+    console,
+    overrides_from,
+    print_record,
+    user_errors,
+)
 
 
 def train(
@@ -18,9 +30,13 @@ def train(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
-    resume: Annotated[Path | None, typer.Option(
-        help="Continue the run in this directory from its last checkpoint. Without other options "
-             "it keeps the run's own config; with them, they must give the same config.")] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue the run in this directory from its last checkpoint. Without other options "
+            "it keeps the run's own config; with them, they must give the same config."
+        ),
+    ] = None,
     config_dir: ConfigDir = None,
     overrides: Overrides = None,
 ) -> None:
@@ -31,14 +47,13 @@ def train(
     with user_errors():
         from omegaconf import OmegaConf
 
-        from posenc.experiments.train import run
         from posenc.engine.config import compose
         from posenc.engine.results import RunDir, results_root
+        from posenc.experiments.train import run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
-        given = overrides_from(
-            {"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides)
+        given = overrides_from({"model": model, "pe": pe, "task": task, "train.steps": steps, "seed": seed}, overrides)
         if resume is not None and not given:
             cfg = OmegaConf.create(RunDir.open(resume).read_config())
         else:

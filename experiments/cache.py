@@ -54,8 +54,11 @@ def training_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """What determines the trained weights: model, scheme, task, training, seed, and the
     validation sample that decides when the target is reached; not the scale or the evaluation."""
     choices = {g: config["choices"].get(g) for g in ("model", "pe", "task", "train")}
-    return {**{k: config[k] for k in ("model", "pe", "task", "train", "seed")},
-            "periodic_windows": config["eval"]["periodic_windows"], "choices": choices}
+    return {
+        **{k: config[k] for k in ("model", "pe", "task", "train", "seed")},
+        "periodic_windows": config["eval"]["periodic_windows"],
+        "choices": choices,
+    }
 
 
 def cache_dir(config: Mapping[str, Any], results_root: Path) -> Path:
@@ -66,8 +69,11 @@ def cache_dir(config: Mapping[str, Any], results_root: Path) -> Path:
 
 def complete(entry: Path) -> bool:
     run = RunDir(entry)
-    return ((entry / "summary.json").is_file() and run.read_summary().get("status") == "completed"
-            and (run.checkpoint_dir / "model.safetensors").is_file())
+    return (
+        (entry / "summary.json").is_file()
+        and run.read_summary().get("status") == "completed"
+        and (run.checkpoint_dir / "model.safetensors").is_file()
+    )
 
 
 def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | None = None) -> Trained:

@@ -25,12 +25,12 @@ import torch
 from omegaconf import DictConfig
 
 from posenc.analysis import properties as props
-from posenc.engine.config import compose, experiment_settings, instantiate, list_options
 from posenc.core.errors import ConfigError
-from posenc.pe.base import PositionScheme
 from posenc.core.io import write_table
-from posenc.reporting.style import pyplot, save_figure
+from posenc.engine.config import compose, experiment_settings, instantiate, list_options
 from posenc.engine.results import RunDir
+from posenc.pe.base import PositionScheme
+from posenc.reporting.style import pyplot, save_figure
 
 SHIFT_DELTAS = [1, 3, 17, 100]
 COLUMNS = ["claim", "check", "pe", "measured", "criterion", "tolerance", "passed", "note"]
@@ -55,8 +55,9 @@ def head_dim_of(pe: PositionScheme, cfg: DictConfig) -> int | None:
     return None
 
 
-def plan(pes: Sequence[str] | None = None, models: Sequence[str] | None = None,
-         overrides: Sequence[str] = (), seed: int = 0) -> tuple[list[Scheme], list[dict[str, str]]]:
+def plan(
+    pes: Sequence[str] | None = None, models: Sequence[str] | None = None, overrides: Sequence[str] = (), seed: int = 0
+) -> tuple[list[Scheme], list[dict[str, str]]]:
     """Build every scheme to check; an explicitly named one that builds with no model is an error."""
     valid_pe, valid_model = list_options("pe"), list_options("model")
     for group, names, valid in (("pe", pes, valid_pe), ("model", models, valid_model)):
@@ -78,8 +79,9 @@ def plan(pes: Sequence[str] | None = None, models: Sequence[str] | None = None,
             break
         else:
             if pes:
-                raise ConfigError(f"pe '{name}' does not build with model {', '.join(models or valid_model)} "
-                                  f"({'; '.join(reasons)})")
+                raise ConfigError(
+                    f"pe '{name}' does not build with model {', '.join(models or valid_model)} ({'; '.join(reasons)})"
+                )
             skipped.append({"pe": name, "reason": "; ".join(reasons)})
     return schemes, skipped
 
@@ -100,11 +102,21 @@ def planned(scheme: Scheme, seed: int = 0) -> list[tuple[str, str, Callable[[], 
             raise ConfigError(f"pe '{scheme.name}': cannot tell its head dimension (no head_dim, no model.d_model)")
         top = 1024 if pe.ndim == 1 else 64
         for dtype in (torch.float32, torch.float64):
-            calls.append(("C9", "c9_relative",
-                          lambda dtype=dtype: props.relative_invariance(pe, h, dtype, n_heads=heads, top=top, seed=seed)))
+            calls.append(
+                (
+                    "C9",
+                    "c9_relative",
+                    lambda dtype=dtype: props.relative_invariance(pe, h, dtype, n_heads=heads, top=top, seed=seed),
+                )
+            )
         for dtype in (torch.float32, torch.float64):
-            calls.append(("C9", "c9_norm",
-                          lambda dtype=dtype: props.norm_preservation(pe, h, dtype, n_heads=heads, top=top, seed=seed + 1)))
+            calls.append(
+                (
+                    "C9",
+                    "c9_norm",
+                    lambda dtype=dtype: props.norm_preservation(pe, h, dtype, n_heads=heads, top=top, seed=seed + 1),
+                )
+            )
         calls.append(("C9", "c9_values", lambda: props.values_untouched(pe, h, n_heads=heads, seed=seed + 2)))
         if pe.ndim == 1:
             calls.append(("C10", "c10_decay", lambda: props.long_term_decay(pe, h, n_heads=heads)))
@@ -121,35 +133,74 @@ def measurements(scheme: Scheme, seed: int = 0) -> list[props.Measurement]:
         try:
             out.append(measure())
         except Exception as e:  # the scheme breaks an assumption of the check: that is a failure too
-            out.append(props.Measurement(claim, f"{kind} could not run", float("nan"), float("nan"),
-                                         note=f"{type(e).__name__}: {e}", kind=kind))
+            out.append(
+                props.Measurement(
+                    claim,
+                    f"{kind} could not run",
+                    float("nan"),
+                    float("nan"),
+                    note=f"{type(e).__name__}: {e}",
+                    kind=kind,
+                )
+            )
     return out
 
 
-def run(schemes: list[Scheme], skipped: list[dict[str, str]], *, results_root: Path, seed: int = 0,
-        config: dict | None = None) -> tuple[pd.DataFrame, RunDir]:
+def run(
+    schemes: list[Scheme],
+    skipped: list[dict[str, str]],
+    *,
+    results_root: Path,
+    seed: int = 0,
+    config: dict | None = None,
+) -> tuple[pd.DataFrame, RunDir]:
     """Measure, write check.csv/.md, one PNG per check, and the summary (``passed`` overall)."""
-    run_dir = RunDir.create(results_root, "check", {**(config or {}), "schemes": {s.name: s.model for s in schemes},
-                                                    "seed": seed, "skipped": skipped})
+    run_dir = RunDir.create(
+        results_root,
+        "check",
+        {**(config or {}), "schemes": {s.name: s.model for s in schemes}, "seed": seed, "skipped": skipped},
+    )
     try:
         results = [(s, m) for s in schemes for m in measurements(s, seed)]
-        table = pd.DataFrame([{
-            "claim": m.claim, "check": m.check, "pe": s.name, "measured": m.measured,
-            "criterion": "≤" if m.at_most else "≥", "tolerance": m.tolerance, "passed": m.passed, "note": m.note,
-        } for s, m in results], columns=COLUMNS)
+        table = pd.DataFrame(
+            [
+                {
+                    "claim": m.claim,
+                    "check": m.check,
+                    "pe": s.name,
+                    "measured": m.measured,
+                    "criterion": "≤" if m.at_most else "≥",
+                    "tolerance": m.tolerance,
+                    "passed": m.passed,
+                    "note": m.note,
+                }
+                for s, m in results
+            ],
+            columns=COLUMNS,
+        )
         write_table(table, run_dir.path, "check")
         figures = plot(results, run_dir.path)
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
     n_failed = int((~table.passed.astype(bool)).sum())
-    capabilities = {"fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
-                    "rotates_qk (C9, C10)": any(s.pe.rotates_qk for s in schemes),
-                    "rotates_qk, ndim 2 (C9 2D)": any(s.pe.rotates_qk and s.pe.ndim == 2 for s in schemes),
-                    "adds_bias (C8)": any(s.pe.adds_bias for s in schemes)}
-    run_dir.update_summary(status="completed", run_dir=str(run_dir.path), checks=len(table), failed=n_failed,
-                           passed=n_failed == 0, figures=figures, skipped=skipped,
-                           not_checked=[k for k, v in capabilities.items() if not v], table="check")
+    capabilities = {
+        "fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
+        "rotates_qk (C9, C10)": any(s.pe.rotates_qk for s in schemes),
+        "rotates_qk, ndim 2 (C9 2D)": any(s.pe.rotates_qk and s.pe.ndim == 2 for s in schemes),
+        "adds_bias (C8)": any(s.pe.adds_bias for s in schemes),
+    }
+    run_dir.update_summary(
+        status="completed",
+        run_dir=str(run_dir.path),
+        checks=len(table),
+        failed=n_failed,
+        passed=n_failed == 0,
+        figures=figures,
+        skipped=skipped,
+        not_checked=[k for k, v in capabilities.items() if not v],
+        table="check",
+    )
     return table, run_dir
 
 
@@ -173,7 +224,9 @@ def check_job(cfg: DictConfig) -> tuple[CheckConfig, list[Scheme], list[dict[str
 def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=check``): every check at the config's seed."""
     settings, schemes, skipped = check_job(cfg)
-    return run(schemes, skipped, results_root=results_root, seed=int(cfg.seed), config={"overrides": settings.overrides})
+    return run(
+        schemes, skipped, results_root=results_root, seed=int(cfg.seed), config={"overrides": settings.overrides}
+    )
 
 
 def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:
@@ -233,6 +286,7 @@ def _scatter_figure(x_key: str, x_label: str):
         ax.set(yscale="log", xlabel=x_label, ylabel="error / (‖q‖‖k‖)")
         ax.legend(fontsize=7, markerscale=4)
         return fig
+
     return figure
 
 

@@ -28,16 +28,16 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 
+from posenc.analysis.permutation import permutation_test
+from posenc.core.errors import ConfigError
+from posenc.core.io import write_table
 from posenc.engine.build import Setup, build
 from posenc.engine.config import compose, experiment_settings, list_options
-from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
-from posenc.analysis.permutation import permutation_test
-from posenc.core.io import write_table
-from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.results import RunDir
 from posenc.engine.training import TrainResult, resolve_device, train
 from posenc.experiments.train import eval_data, input_size
+from posenc.reporting.style import pyplot, save_figure
 from posenc.tasks.base import Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
@@ -128,15 +128,18 @@ def plan(
     order_task_names = order_tasks()
     for task in tasks or ():
         if task not in order_task_names:
-            raise ConfigError(f"task '{task}' is not an order task (labels that depend only on order); "
-                              f"order tasks: {', '.join(order_task_names) or 'none'}")
+            raise ConfigError(
+                f"task '{task}' is not an order task (labels that depend only on order); "
+                f"order tasks: {', '.join(order_task_names) or 'none'}"
+            )
     task_names = list(tasks or order_task_names)
     if not task_names:
         raise ConfigError("no order task in the config tree (a task class with order_labels = True)")
     # sequence tasks train with configs/train/order.yaml unless the user picked a train option;
     # image tasks keep the default (their size comes from the task, not train.seq_len)
-    base = {t: [] if _has_train_override(overrides) or _is_image_task(t) else [f"train={TRAIN_OPTION}"]
-            for t in task_names}
+    base = {
+        t: [] if _has_train_override(overrides) or _is_image_task(t) else [f"train={TRAIN_OPTION}"] for t in task_names
+    }
     cells, skipped = [], []
     for model in model_names:
         for pe in pe_names:
@@ -187,8 +190,9 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     """The permutation scores and the order-task accuracy of the cell's model as it is now."""
     setup = cell.setup
     x, y = task_data(setup)[1]
-    scores = permutation_test(setup.model, x, permutations, torch.Generator().manual_seed(seed),
-                              batch_size=setup.eval.batch_size)
+    scores = permutation_test(
+        setup.model, x, permutations, torch.Generator().manual_seed(seed), batch_size=setup.eval.batch_size
+    )
     accuracy = evaluate(setup.model, x, y, batch_size=setup.eval.batch_size, device=device)["accuracy"]
     row = scores.as_dict()
     row["invariant"] = scores.equivariance_residual <= INVARIANCE_TOL
@@ -207,9 +211,15 @@ def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> TrainResu
     setup = cell.setup
     device = resolve_device(setup.train.device)
     periodic = eval_data(setup, setup.eval.periodic_windows)
-    return train(setup.model, task_data(setup)[0], setup.train, seed=setup.seed, on_log=on_log,
-                 validate=lambda m: evaluate(m, *periodic, batch_size=setup.eval.batch_size, device=device),
-                 target=setup.target)
+    return train(
+        setup.model,
+        task_data(setup)[0],
+        setup.train,
+        seed=setup.seed,
+        on_log=on_log,
+        validate=lambda m: evaluate(m, *periodic, batch_size=setup.eval.batch_size, device=device),
+        target=setup.target,
+    )
 
 
 def run(
@@ -234,7 +244,7 @@ def run(
             head = {"model": cell.model, "attention": cell.attention, "pe": cell.pe, "task": cell.task}
             rows.append({**head, "phase": "init", **measure(cell, permutations, device, setup.seed)})
             started = time.perf_counter()
-            with (progress(cell.label, setup.train.steps) if progress else nullcontext()) as bar:
+            with progress(cell.label, setup.train.steps) if progress else nullcontext() as bar:
 
                 def log(record: dict[str, Any], head: dict[str, str] = head, bar: Any = bar) -> None:
                     run_dir.log({**head, **record})
@@ -242,9 +252,17 @@ def run(
                         bar(record)
 
                 result = train_cell(cell, log)
-            rows.append({**head, "phase": "trained", **measure(cell, permutations, device, setup.seed),
-                         "train_loss": result.train_loss, "steps": result.steps, **result.target_record(),
-                         "train_seconds": time.perf_counter() - started})
+            rows.append(
+                {
+                    **head,
+                    "phase": "trained",
+                    **measure(cell, permutations, device, setup.seed),
+                    "train_loss": result.train_loss,
+                    "steps": result.steps,
+                    **result.target_record(),
+                    "train_seconds": time.perf_counter() - started,
+                }
+            )
             write_table(pd.DataFrame(rows), run_dir.path, "order")
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
@@ -252,8 +270,14 @@ def run(
     table = pd.DataFrame(rows)
     write_table(table, run_dir.path, "order")
     plot(table, run_dir.path / "order.png")
-    run_dir.update_summary(status="completed", run_dir=str(run_dir.path), rows=len(table), skipped=skipped,
-                           invariance_tolerance=INVARIANCE_TOL, table="order")
+    run_dir.update_summary(
+        status="completed",
+        run_dir=str(run_dir.path),
+        rows=len(table),
+        skipped=skipped,
+        invariance_tolerance=INVARIANCE_TOL,
+        table="order",
+    )
     return table, run_dir
 
 

@@ -52,7 +52,6 @@ import torch
 from posenc.analysis.stats import paired_difference
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import atomic_write_text, write_json, write_table
-from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.config import instantiate, option_class, option_node, options_where
 from posenc.engine.results import RunDir, config_hash
 from posenc.engine.training import resolve_device
@@ -60,6 +59,7 @@ from posenc.models import pretrained
 from posenc.models.hf import _rope_parameters, llama_config_for, save_hf_llama, scale_from_hf_config
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
+from posenc.reporting.style import pyplot, save_figure
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -86,9 +86,13 @@ class RealSettings:
     def __post_init__(self) -> None:
         self.scales = ["none", *dict.fromkeys(s for s in self.scales if s != "none")]
         self.lengths = sorted(set(self.lengths))
-        for name, value, low in (("--windows", self.windows, 1), ("--tail", self.tail, 1),
-                                 ("--buckets", self.buckets, 1), ("chunk", self.chunk, 1),
-                                 ("--finetune-steps", self.finetune_steps, 0)):
+        for name, value, low in (
+            ("--windows", self.windows, 1),
+            ("--tail", self.tail, 1),
+            ("--buckets", self.buckets, 1),
+            ("chunk", self.chunk, 1),
+            ("--finetune-steps", self.finetune_steps, 0),
+        ):
             if value < low:
                 raise UserError(f"{name} must be >= {low}, got {value}")
         if not self.lengths or self.lengths[0] < 2:
@@ -162,8 +166,10 @@ def tokenize(tokenizer: Any, texts: Sequence[str]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
-PASSKEY_INTRO = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
-                 "I will quiz you about the important information there. ")
+PASSKEY_INTRO = (
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+    "I will quiz you about the important information there. "
+)
 PASSKEY_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 PASSKEY_QUESTION = "What is the pass key? The pass key is"
 
@@ -179,6 +185,7 @@ def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> tuple
     """(length,) ids of the PI/LongRoPE passkey prompt, its answer last, and the answer's token
     count: intro, filler sentences with "The pass key is NNNNN. Remember it. NNNNN is the pass
     key." after ``depth`` percent of the filler (at a sentence boundary), the question, the key."""
+
     def ids(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -186,8 +193,9 @@ def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> tuple
     question, answer, unit = ids(PASSKEY_QUESTION), ids(f" {key}"), ids(PASSKEY_FILLER)
     budget = length - len(intro) - len(needle) - len(question) - len(answer)
     if budget < 0:
-        raise UserError(f"--lengths {length} is too short for the passkey prompt "
-                        f"({length - budget} tokens without filler)")
+        raise UserError(
+            f"--lengths {length} is too short for the passkey prompt ({length - budget} tokens without filler)"
+        )
     filler = (unit * (budget // len(unit) + 1))[:budget]
     cut = min(budget, round(depth / 100 * budget / len(unit)) * len(unit))
     out = intro + filler[:cut] + needle + filler[cut:] + question + answer
@@ -228,8 +236,14 @@ def score(losses: torch.Tensor, length: int, tail: int, edges: Sequence[int]) ->
     part = losses[: length - 1].double()
     k = min(tail, length - 1)
     spans = [(a, min(b, length - 1)) for a, b in zip(edges, edges[1:]) if a < length - 1]
-    return {"loss_sum": float(part.sum()), "count": length - 1, "tail_sum": float(part[-k:].sum()), "tail_count": k,
-            "bucket_sums": [float(part[a:b].sum()) for a, b in spans], "bucket_counts": [b - a for a, b in spans]}
+    return {
+        "loss_sum": float(part.sum()),
+        "count": length - 1,
+        "tail_sum": float(part[-k:].sum()),
+        "tail_count": k,
+        "bucket_sums": [float(part[a:b].sum()) for a, b in spans],
+        "bucket_counts": [b - a for a, b in spans],
+    }
 
 
 def shipped_rope(config: Any) -> tuple[str, NoScale]:
@@ -247,8 +261,10 @@ def check_stacking(name: str, scale: NoScale, shipped: NoScale) -> None:
         return
     valid = "none" if shipped.length_dependent else "none, pi (divides the shipped frequencies by the factor)"
     if shipped.length_dependent or not isinstance(scale, PI):
-        raise UserError(f"--scale '{name}' is not defined on top of the model's own rescaling "
-                        f"({shipped.hf_rope_type or type(shipped).__name__}); valid on this model: {valid}")
+        raise UserError(
+            f"--scale '{name}' is not defined on top of the model's own rescaling "
+            f"({shipped.hf_rope_type or type(shipped).__name__}); valid on this model: {valid}"
+        )
 
 
 class Model:
@@ -325,8 +341,10 @@ def prepare(settings: RealSettings) -> Prepared:
     longest = max(settings.lengths)
     factor = settings.factor or max(1.0, longest / original)
     if "all" in settings.scales:  # every RoPE scale that needs no per-model values
-        settings.scales = ["none", *(n for n in rope_scale_names() if n != "none"
-                                     and not getattr(option_class("scale", n), "requires", ()))]
+        settings.scales = [
+            "none",
+            *(n for n in rope_scale_names() if n != "none" and not getattr(option_class("scale", n), "requires", ())),
+        ]
     scales = {name: build_scale(name, original, factor) for name in settings.scales}
     shipped, shipped_scale = shipped_rope(config)
     for name, scale in scales.items():
@@ -338,8 +356,10 @@ def prepare(settings: RealSettings) -> Prepared:
         need = max(need, pretrained.finetune_peak_bytes(config, longest, dtype))
     if need > have:
         task = " to fine-tune" if settings.finetune_steps else ""
-        raise UserError(f"--lengths {longest} needs about {_gib(need)}{task} on {device}, {_gib(have)} is available; "
-                        "give shorter lengths or another --device")
+        raise UserError(
+            f"--lengths {longest} needs about {_gib(need)}{task} on {device}, {_gib(have)} is available; "
+            "give shorter lengths or another --device"
+        )
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
@@ -347,8 +367,10 @@ def prepare(settings: RealSettings) -> Prepared:
     need_tokens = settings.windows * longest + (longest + 1 if settings.finetune_steps else 0)
     if need_tokens > tokens.numel():
         what = " and one fine-tuning window after them" if settings.finetune_steps else ""
-        raise UserError(f"{settings.windows} window(s) of {longest} tokens{what} need {need_tokens} tokens; "
-                        f"the text has {tokens.numel()}; give fewer --windows, shorter --lengths or more --data")
+        raise UserError(
+            f"{settings.windows} window(s) of {longest} tokens{what} need {need_tokens} tokens; "
+            f"the text has {tokens.numel()}; give fewer --windows, shorter --lengths or more --data"
+        )
     if settings.passkey_depths:
         passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
     return Prepared(settings, source, config, original, scales, device, factor, tokenizer, tokens, shipped)
@@ -356,9 +378,16 @@ def prepare(settings: RealSettings) -> Prepared:
 
 def run_config(p: Prepared) -> dict[str, Any]:
     s = p.settings
-    return {"model": p.source.path, "gguf_file": p.source.gguf_file, **{k: v for k, v in asdict(s).items() if k != "model"},
-            "factor": p.factor, "original_length": p.original_length, "tokens": int(p.tokens.numel()),
-            "device": str(p.device), "shipped_rope": p.shipped}
+    return {
+        "model": p.source.path,
+        "gguf_file": p.source.gguf_file,
+        **{k: v for k, v in asdict(s).items() if k != "model"},
+        "factor": p.factor,
+        "original_length": p.original_length,
+        "tokens": int(p.tokens.numel()),
+        "device": str(p.device),
+        "shipped_rope": p.shipped,
+    }
 
 
 # Settings that add cells without changing a finished one (cells are keyed by window, trial and
@@ -390,15 +419,17 @@ def read_cells(run: RunDir) -> dict[str, dict[str, Any]]:
     return {r["key"]: r for r in records}
 
 
-def run(settings: RealSettings, results_root: Path, progress: Progress | None = None,
-        prepared: Prepared | None = None) -> tuple[pd.DataFrame, RunDir]:
+def run(
+    settings: RealSettings, results_root: Path, progress: Progress | None = None, prepared: Prepared | None = None
+) -> tuple[pd.DataFrame, RunDir]:
     """Score every (scale, length, window), then fine-tune and score each ``finetuned`` model;
     returns the table and the run folder."""
     p = prepared or prepare(settings)
     config = run_config(p)
     forwards = plan_forwards(p.scales, settings.lengths, settings.windows)
-    finetuned = {name: plan_forwards({name: scale}, settings.lengths, settings.windows)
-                 for name, scale in p.finetuned.items()}
+    finetuned = {
+        name: plan_forwards({name: scale}, settings.lengths, settings.windows) for name, scale in p.finetuned.items()
+    }
     run_dir = open_run(results_root, config, p.source.name)
     done = read_cells(run_dir)
     todo = [f for f in forwards if f.key not in done]
@@ -414,20 +445,30 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
             continue
         folder = run_dir.path / "finetuned" / name
         if not (folder / "config.json").is_file():
-            model = model or Model(pretrained.load_pretrained(
-                p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
+            model = model or Model(
+                pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device)
+            )
             finetune(model, scale, p, folder, notify)
         source = pretrained.Source("folder", str(folder))
-        tuned = Model(pretrained.load_pretrained(source, pretrained.read_config(source),
-                                                 pretrained.check_dtype(settings.dtype), p.device))
+        tuned = Model(
+            pretrained.load_pretrained(
+                source, pretrained.read_config(source), pretrained.check_dtype(settings.dtype), p.device
+            )
+        )
         notify({"event": "start", "forwards": len(todo), "tokens": sum(f.length for f in todo), "skipped": 0})
         score_forwards(tuned, {name: NoScale()}, todo, p, done, run_dir, notify)  # its config carries the scale
-    passkeys = [(scale, n, d, t) for scale in p.scales for n in settings.lengths
-                for d in settings.passkey_depths or [] for t in range(settings.windows)]
+    passkeys = [
+        (scale, n, d, t)
+        for scale in p.scales
+        for n in settings.lengths
+        for d in settings.passkey_depths or []
+        for t in range(settings.windows)
+    ]
     todo_keys = [c for c in passkeys if passkey_cell(*c) not in done]
     if todo_keys:
-        model = model or Model(pretrained.load_pretrained(
-            p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
+        model = model or Model(
+            pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device)
+        )
         notify({"event": "start", "forwards": len(todo_keys), "tokens": sum(c[1] for c in todo_keys), "skipped": 0})
         for scale, n, depth, trial in todo_keys:
             notify({"event": "forward", "label": f"passkey {scale} @ {n}, depth {depth}%", "tokens": n})
@@ -435,14 +476,25 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
             ids, answer = passkey_prompt(p.tokenizer, n, depth, passkey_key(trial))
             correct = model.greedy_reads(p.scales[scale], ids, answer)
             seconds = time.perf_counter() - start
-            done[passkey_cell(scale, n, depth, trial)] = {"key": passkey_cell(scale, n, depth, trial), "scale": scale,
-                                                          "length": n, "depth": depth, "trial": trial,
-                                                          "correct": correct, "seconds": seconds}
+            done[passkey_cell(scale, n, depth, trial)] = {
+                "key": passkey_cell(scale, n, depth, trial),
+                "scale": scale,
+                "length": n,
+                "depth": depth,
+                "trial": trial,
+                "correct": correct,
+                "seconds": seconds,
+            }
             atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
             notify({"event": "done", "tokens": n, "seconds": seconds})
     if settings.passkey_depths:
-        accuracy = passkey_table([r for r in done.values() if "correct" in r and r["trial"] < settings.windows
-                                  and r["depth"] in settings.passkey_depths])
+        accuracy = passkey_table(
+            [
+                r
+                for r in done.values()
+                if "correct" in r and r["trial"] < settings.windows and r["depth"] in settings.passkey_depths
+            ]
+        )
         write_table(accuracy, run_dir.path, "passkey")
         plot_passkey(accuracy, run_dir.path / "passkey.png")
     scored = [r for r in done.values() if "cells" in r and r["window"] < settings.windows]  # the folder may hold more
@@ -453,14 +505,26 @@ def run(settings: RealSettings, results_root: Path, progress: Progress | None = 
         write_table(window_ratios(scored, settings.lengths), run_dir.path, "ratios")
     plot(positions, p.original_length, run_dir.path / "per_position.png")
     seconds = sum(r["seconds"] for r in done.values())
-    run_dir.update_summary(status="completed", forward_seconds=seconds, forwards=len(done),
-                           seconds_by_scale={s: sum(r["seconds"] for r in done.values() if r["scale"] == s)
-                                             for s in [*p.scales, *p.finetuned]})
+    run_dir.update_summary(
+        status="completed",
+        forward_seconds=seconds,
+        forwards=len(done),
+        seconds_by_scale={
+            s: sum(r["seconds"] for r in done.values() if r["scale"] == s) for s in [*p.scales, *p.finetuned]
+        },
+    )
     return table, run_dir
 
 
-def score_forwards(model: Model, scales: dict[str, NoScale], forwards: Sequence[Forward], p: Prepared,
-                   done: dict[str, dict[str, Any]], run_dir: RunDir, notify: Progress) -> None:
+def score_forwards(
+    model: Model,
+    scales: dict[str, NoScale],
+    forwards: Sequence[Forward],
+    p: Prepared,
+    done: dict[str, dict[str, Any]],
+    run_dir: RunDir,
+    notify: Progress,
+) -> None:
     """Run each forward with ``scales[f.scale]`` installed; each record goes to cells.jsonl once scored."""
     s = p.settings
     longest = max(s.lengths)
@@ -480,22 +544,25 @@ def score_forwards(model: Model, scales: dict[str, NoScale], forwards: Sequence[
 def check_finetune(settings: RealSettings, config: Any, scales: dict[str, NoScale]) -> None:
     """--finetune-steps needs a scale to fine-tune under, and one a Hugging Face config can carry."""
     if len(scales) == 1:
-        raise UserError("--finetune-steps fine-tunes under each --scale besides the baseline none; give one, "
-                        "e.g. --scale yarn")
+        raise UserError(
+            "--finetune-steps fine-tunes under each --scale besides the baseline none; give one, e.g. --scale yarn"
+        )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     fraction = float(_rope_parameters(config).get("partial_rotary_factor", 1.0))
     for name, scale in scales.items():
         try:
             llama_config_for(config, scale, int(head_dim * fraction), max(settings.lengths))
         except ConfigError as e:
-            raise UserError(f"--finetune-steps with --scale '{name}': {e}; the fine-tuned model is saved as a "
-                            "Hugging Face checkpoint") from None
+            raise UserError(
+                f"--finetune-steps with --scale '{name}': {e}; the fine-tuned model is saved as a "
+                "Hugging Face checkpoint"
+            ) from None
 
 
 def training_windows(p: Prepared, length: int):
     """``batches(b, generator)`` for the training loop: windows of ``length`` + 1 tokens at random
     offsets in the text after the evaluated windows (never scored), inputs and next tokens."""
-    region = p.tokens[p.settings.windows * max(p.settings.lengths):]
+    region = p.tokens[p.settings.windows * max(p.settings.lengths) :]
 
     def batches(batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         starts = torch.randint(0, region.numel() - length, (batch,), generator=generator)
@@ -519,9 +586,20 @@ def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, notify: Pr
     length, steps = max(s.lengths), s.finetune_steps
     model.install(scale, length)
     lm = copy.deepcopy(model.lm)  # the scale installed, the base model untouched for later forwards
-    cfg = TrainConfig(steps=steps, batch_size=1, seq_len=length, lr=s.finetune_lr, min_lr_ratio=1.0,
-                      warmup_steps=min(20, steps // 5), weight_decay=0.0, log_every=1, eval_every=steps,
-                      checkpoint_every=steps, device=str(p.device), target_accuracy=None)
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=1,
+        seq_len=length,
+        lr=s.finetune_lr,
+        min_lr_ratio=1.0,
+        warmup_steps=min(20, steps // 5),
+        weight_decay=0.0,
+        log_every=1,
+        eval_every=steps,
+        checkpoint_every=steps,
+        device=str(p.device),
+        target_accuracy=None,
+    )
     label = f"fine-tune {folder.name} @ {length}"
     notify({"event": "start", "forwards": steps, "tokens": steps * length, "skipped": 0})
     losses, last = [], time.perf_counter()
@@ -536,8 +614,17 @@ def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, notify: Pr
 
     result = train(lm, training_windows(p, length), cfg, seed=0, on_log=on_log)
     save_hf_llama(lm.eval(), llama_config_for(p.config, scale, lm.pe.rot_dim, length), p.tokenizer, folder)
-    write_json(folder / "finetune.json", {"steps": steps, "length": length, "lr": s.finetune_lr, "batch_size": 1,
-                                          "train_loss": losses, "seconds": result.seconds})
+    write_json(
+        folder / "finetune.json",
+        {
+            "steps": steps,
+            "length": length,
+            "lr": s.finetune_lr,
+            "batch_size": 1,
+            "train_loss": losses,
+            "seconds": result.seconds,
+        },
+    )
     return folder
 
 
@@ -574,8 +661,10 @@ def tables(records: Any, lengths: Sequence[int], windows: int) -> tuple[pd.DataF
     sums: dict[tuple[str, int], dict[str, Any]] = {}
     for r in records:
         for n, c in r["cells"].items():
-            acc = sums.setdefault((r["scale"], int(n)), {"loss": 0.0, "count": 0, "tail": 0.0, "tail_count": 0,
-                                                           "buckets": {}, "windows": 0})
+            acc = sums.setdefault(
+                (r["scale"], int(n)),
+                {"loss": 0.0, "count": 0, "tail": 0.0, "tail_count": 0, "buckets": {}, "windows": 0},
+            )
             acc["loss"] += c["loss_sum"]
             acc["count"] += c["count"]
             acc["tail"] += c["tail_sum"]
@@ -598,8 +687,9 @@ def tables(records: Any, lengths: Sequence[int], windows: int) -> tuple[pd.DataF
         start = 0
         for i in sorted(acc["buckets"]):
             s, m = acc["buckets"][i]
-            edges_rows.append({"scale": scale, "length": n, "start": start, "end": start + m // acc["windows"],
-                               "loss": s / m})
+            edges_rows.append(
+                {"scale": scale, "length": n, "start": start, "end": start + m // acc["windows"], "loss": s / m}
+            )
             start += m // acc["windows"]
     return pd.DataFrame(rows), pd.DataFrame(edges_rows)
 
@@ -617,14 +707,23 @@ def window_ratios(records: Any, lengths: Sequence[int], level: float = 0.95) -> 
     scales = list(dict.fromkeys(r["scale"] for r in records))
     rows = []
     for i, a in enumerate(scales):
-        for b in scales[i + 1:]:
+        for b in scales[i + 1 :]:
             for metric in ("ppl", "tail_ppl"):
                 for n in lengths:
                     d = paired_difference(losses.get((a, metric, n), {}), losses.get((b, metric, n), {}), level)
                     if d["n"]:
-                        rows.append({"a": a, "b": b, "metric": metric, "length": n, "ratio": math.exp(d["mean_diff"]),
-                                     "ci95_low": math.exp(d["ci95_low"]), "ci95_high": math.exp(d["ci95_high"]),
-                                     "windows": d["n"]})
+                        rows.append(
+                            {
+                                "a": a,
+                                "b": b,
+                                "metric": metric,
+                                "length": n,
+                                "ratio": math.exp(d["mean_diff"]),
+                                "ci95_low": math.exp(d["ci95_low"]),
+                                "ci95_high": math.exp(d["ci95_high"]),
+                                "windows": d["n"],
+                            }
+                        )
     return pd.DataFrame(rows, columns=["a", "b", "metric", "length", "ratio", "ci95_low", "ci95_high", "windows"])
 
 
@@ -642,4 +741,3 @@ def plot(positions: pd.DataFrame, original: int, path: Path) -> Path:
     ax.set_title(f"loss by position, windows of {longest} tokens")
     ax.legend()
     return save_figure(fig, path)
-

@@ -1,7 +1,8 @@
 """Protocol ``resolution``: train a ViT at one resolution, evaluate it at others (seed claims C3, C6, C7, C12).
 
 For every scheme: train at ``task.resolution`` (or load the model from the cache,
-``posenc.experiments.cache``, when the same training config ran before); for every evaluation resolution and every method
+``posenc.experiments.cache``, when the same training config ran before); for every evaluation resolution and every
+method
 that applies to the scheme (``posenc.pe.grid``), copy the model, move it to the new grid
 (``ViT.set_resolution``: resample the table, or keep / rescale the coordinates) and score the
 validation images rendered or resized to that resolution; optionally fine-tune the copy for a
@@ -23,19 +24,19 @@ import torch
 from omegaconf import DictConfig
 from safetensors.torch import save
 
+from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
+from posenc.core.errors import ConfigError
+from posenc.core.io import atomic_write_bytes, write_table
 from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings
-from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import evaluate
+from posenc.engine.results import RunDir
+from posenc.engine.training import resolve_device, train
+from posenc.experiments.cache import TRAINED_AT, cache_dir, trained
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES, SMOOTH_MODES
-from posenc.core.io import atomic_write_bytes, write_table
 from posenc.reporting.style import pyplot, save_figure
-from posenc.engine.results import RunDir
-from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
-from posenc.engine.training import resolve_device, train
-from posenc.experiments.cache import TRAINED_AT, cache_dir, trained
 
 
 @dataclass
@@ -98,13 +99,17 @@ def _settings(cfg: DictConfig) -> ResolutionConfig:
 def _check(setup: Setup, settings: ResolutionConfig) -> list[str]:
     name = setup.config["choices"]["pe"]
     if not isinstance(setup.model, ViT):
-        raise ConfigError(f"the resolution experiment needs the ViT (model=vit_tiny), got model '{setup.config['choices']['model']}'")
+        raise ConfigError(
+            f"the resolution experiment needs the ViT (model=vit_tiny), got model '{setup.config['choices']['model']}'"
+        )
     for res in settings.resolutions:
         check_image_size(res, setup.model.patch_size, "resolution")
     valid = setup.model.pe.grid_methods
     methods = methods_for(valid, settings.methods)
     if not methods:
-        raise ConfigError(f"none of the methods {', '.join(settings.methods)} applies to pe '{name}'; valid: {', '.join(valid)}")
+        raise ConfigError(
+            f"none of the methods {', '.join(settings.methods)} applies to pe '{name}'; valid: {', '.join(valid)}"
+        )
     return methods
 
 
@@ -140,8 +145,14 @@ def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path
     fig, axes = plt.subplots(1, len(steps), figsize=(6 * len(steps), 4.5), sharey=True, squeeze=False)
     for ax, ft in zip(axes[0], steps):
         for (pe, method), part in long[long.finetune_steps == ft].groupby(["pe", "method"], sort=False):
-            ax.plot(part["resolution"], part["accuracy"], marker="o", color=colours[pe],
-                    linestyle="--" if method in dashed else "-", label=f"{pe} / {method}")
+            ax.plot(
+                part["resolution"],
+                part["accuracy"],
+                marker="o",
+                color=colours[pe],
+                linestyle="--" if method in dashed else "-",
+                label=f"{pe} / {method}",
+            )
         ax.axvline(train_resolution, color="grey", linewidth=0.8)
         ax.axhline(chance, color="grey", linestyle=":", linewidth=0.8, label="chance")
         ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps at each resolution", fontsize=10)
@@ -169,15 +180,19 @@ def run(
     names = [s.config["choices"]["pe"] for s in setups]
     if len(set(names)) != len(names):
         raise ConfigError(f"each scheme once, please: {', '.join(names)}")
-    run_dir = RunDir.create(results_root, "resolution-" + "-".join(names),
-                            {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]})
+    run_dir = RunDir.create(
+        results_root,
+        "resolution-" + "-".join(names),
+        {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]},
+    )
     try:
         long, similarity = _run(setups, plans, settings, run_dir, cache_dir(setups[0].config, results_root), on_log)
     except BaseException as e:
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
-    table = long.pivot_table(index=["pe", "method", "finetune_steps"], columns="resolution", values="accuracy",
-                             sort=False).reset_index()
+    table = long.pivot_table(
+        index=["pe", "method", "finetune_steps"], columns="resolution", values="accuracy", sort=False
+    ).reset_index()
     table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
     ended = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
     table = table.merge(ended, on="pe", how="left")
@@ -187,10 +202,15 @@ def run(
     plot_accuracy(long, task.resolution, 1 / task.num_classes, run_dir.path / "accuracy.png")
     if similarity:
         write_table(pd.DataFrame(similarity), run_dir.path, "similarity")
-    run_dir.update_summary(status="completed", run_dir=str(run_dir.path), train_resolution=task.resolution,
-                           chance=1 / task.num_classes, similarity=similarity,
-                           training=ended.astype(object).where(ended.notna(), None).to_dict("records"),
-                           models=[{k: r[k] for k in ("pe", "cache", "reused")} for r in run_dir.records])
+    run_dir.update_summary(
+        status="completed",
+        run_dir=str(run_dir.path),
+        train_resolution=task.resolution,
+        chance=1 / task.num_classes,
+        similarity=similarity,
+        training=ended.astype(object).where(ended.notna(), None).to_dict("records"),
+        models=[{k: r[k] for k in ("pe", "cache", "reused")} for r in run_dir.records],
+    )
     return table, run_dir
 
 
@@ -205,8 +225,14 @@ def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     return run([cfg], results_root=results_root)
 
 
-def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig, run_dir: RunDir, cache: Path,
-         on_log: Callable[[dict[str, Any]], None] | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def _run(
+    setups: list[Setup],
+    plans: list[list[str]],
+    settings: ResolutionConfig,
+    run_dir: RunDir,
+    cache: Path,
+    on_log: Callable[[dict[str, Any]], None] | None,
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     rows: list[dict[str, Any]] = []
     similarity: list[dict[str, Any]] = []
     offset = 0
@@ -221,31 +247,69 @@ def _run(setups: list[Setup], plans: list[list[str]], settings: ResolutionConfig
         model_of = trained(setup, cache, lambda steps: log)
         offset += model_of.record["steps"]
         trained_at = {k: model_of.record[k] for k in TRAINED_AT}
-        run_dir.log({"pe": name, "train_loss": model_of.record["train_loss"], **trained_at, "cache": str(model_of.folder),
-                     "reused": model_of.reused, "seconds": time.perf_counter() - started})
+        run_dir.log(
+            {
+                "pe": name,
+                "train_loss": model_of.record["train_loss"],
+                **trained_at,
+                "cache": str(model_of.folder),
+                "reused": model_of.reused,
+                "seconds": time.perf_counter() - started,
+            }
+        )
         weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         atomic_write_bytes(run_dir.path / "checkpoints" / f"{name}.safetensors", save(weights))
         learned = _embeddings(model)
         if learned is not None:
             sim = cosine_similarity_matrix(learned.cpu())
             corr_init = grid_rank_correlation(cosine_similarity_matrix(init.cpu()), grid0)
-            similarity.append({"pe": name, "rank_corr_init": corr_init, "rank_corr_trained": grid_rank_correlation(sim, grid0),
-                               **trained_at})
-            plot_similarity(sim, grid0, f"{name}: position-embedding similarity (rank corr. "
-                            f"{similarity[-1]['rank_corr_trained']:.2f})", run_dir.path / f"similarity_{name}.png")
-        ft_cfg = dataclasses.replace(setup.train, steps=max(settings.finetune_steps, 1), lr=settings.finetune_lr,
-                                     warmup_steps=max(1, settings.finetune_steps // 10))
+            similarity.append(
+                {
+                    "pe": name,
+                    "rank_corr_init": corr_init,
+                    "rank_corr_trained": grid_rank_correlation(sim, grid0),
+                    **trained_at,
+                }
+            )
+            plot_similarity(
+                sim,
+                grid0,
+                f"{name}: position-embedding similarity (rank corr. {similarity[-1]['rank_corr_trained']:.2f})",
+                run_dir.path / f"similarity_{name}.png",
+            )
+        ft_cfg = dataclasses.replace(
+            setup.train,
+            steps=max(settings.finetune_steps, 1),
+            lr=settings.finetune_lr,
+            warmup_steps=max(1, settings.finetune_steps // 10),
+        )
         for res in settings.resolutions:
             images, labels = task.eval_set(res, settings.eval_items)
             for method in methods:
                 antialias = settings.antialias if method in SMOOTH_MODES else None
                 moved = copy.deepcopy(model).set_resolution(res, method, antialias)
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                rows.append({"pe": name, "method": method, "finetune_steps": 0, "resolution": res, "accuracy": acc,
-                             **trained_at})
+                rows.append(
+                    {
+                        "pe": name,
+                        "method": method,
+                        "finetune_steps": 0,
+                        "resolution": res,
+                        "accuracy": acc,
+                        **trained_at,
+                    }
+                )
                 if settings.finetune_steps:
                     train(moved, lambda b, g, r=res: task.train_batch(b, r, g), ft_cfg, seed=setup.seed)
                     acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                    rows.append({"pe": name, "method": method, "finetune_steps": settings.finetune_steps,
-                                 "resolution": res, "accuracy": acc, **trained_at})
+                    rows.append(
+                        {
+                            "pe": name,
+                            "method": method,
+                            "finetune_steps": settings.finetune_steps,
+                            "resolution": res,
+                            "accuracy": acc,
+                            **trained_at,
+                        }
+                    )
     return pd.DataFrame(rows), similarity

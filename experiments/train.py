@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
-from posenc.engine.build import Setup, build
 from posenc.core.errors import Interrupted, TrainingDiverged
-from posenc.engine.evaluation import evaluate
 from posenc.core.io import write_table
+from posenc.engine.build import Setup, build
+from posenc.engine.evaluation import evaluate
 from posenc.engine.results import RunDir
 from posenc.engine.training import TrainResult, resolve_device, train
 
@@ -34,8 +34,9 @@ def eval_data(setup: Setup, max_items: int | None) -> tuple:
     return setup.task.eval_windows(setup.train.seq_len, max_items)
 
 
-def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None,
-        resume: bool = False) -> TrainResult:
+def fit(
+    setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] | None = None, resume: bool = False
+) -> TrainResult:
     """Train ``setup.model`` (sequences at ``train.seq_len``) to its target or the step cap,
     validating on a sample (``eval.periodic_windows``) every ``train.eval_every`` steps.
 
@@ -50,10 +51,15 @@ def fit(setup: Setup, run_dir: RunDir, on_log: Callable[[dict[str, Any]], None] 
     device = resolve_device(setup.train.device)
     try:
         result = train(
-            setup.model, batches, setup.train,
-            seed=setup.seed, run=run_dir,
+            setup.model,
+            batches,
+            setup.train,
+            seed=setup.seed,
+            run=run_dir,
             validate=lambda m: evaluate(m, *periodic, batch_size=ev.batch_size, device=device),
-            on_log=on_log, resume=resume, target=setup.target,
+            on_log=on_log,
+            resume=resume,
+            target=setup.target,
         )
     except (Interrupted, KeyboardInterrupt, SystemExit) as e:  # SystemExit: submitit requeues
         run_dir.update_summary(status="interrupted", error=str(e) or type(e).__name__)
@@ -95,21 +101,37 @@ def run(
     scores = evaluate(setup.model, *final, batch_size=ev.batch_size, device=device)
     choices = setup.config["choices"]
     row = {
-        "model": choices["model"], "pe": choices["pe"], "task": choices["task"], "seed": setup.seed,
-        "steps": result.steps, **result.target_record(),
+        "model": choices["model"],
+        "pe": choices["pe"],
+        "task": choices["task"],
+        "seed": setup.seed,
+        "steps": result.steps,
+        **result.target_record(),
     }
     if images:
         pixels = final[0][0].numel()  # the loop counts input elements: C·H·W per image
-        row |= {"resolution": task.resolution, "params": sum(p.numel() for p in setup.model.parameters()),
-                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_accuracy": scores["accuracy"],
-                "chance": 1 / task.num_classes, "images_per_s": result.tokens_per_s / pixels}
+        row |= {
+            "resolution": task.resolution,
+            "params": sum(p.numel() for p in setup.model.parameters()),
+            "train_loss": result.train_loss,
+            "val_loss": scores["loss"],
+            "val_accuracy": scores["accuracy"],
+            "chance": 1 / task.num_classes,
+            "images_per_s": result.tokens_per_s / pixels,
+        }
     else:
-        row |= {"seq_len": setup.train.seq_len, "params": sum(p.numel() for p in setup.model.parameters()),
-                "train_loss": result.train_loss, "val_loss": scores["loss"], "val_bpb": scores["bits"],
-                "val_ppl": scores["ppl"], "val_accuracy": scores["accuracy"],
-                # a corpus has a unigram baseline; a generated task does not
-                **({"unigram_bpb": unigram} if (unigram := task.unigram_bits_per_byte()) is not None else {}),
-                "tokens_per_s": result.tokens_per_s}
+        row |= {
+            "seq_len": setup.train.seq_len,
+            "params": sum(p.numel() for p in setup.model.parameters()),
+            "train_loss": result.train_loss,
+            "val_loss": scores["loss"],
+            "val_bpb": scores["bits"],
+            "val_ppl": scores["ppl"],
+            "val_accuracy": scores["accuracy"],
+            # a corpus has a unigram baseline; a generated task does not
+            **({"unigram_bpb": unigram} if (unigram := task.unigram_bits_per_byte()) is not None else {}),
+            "tokens_per_s": result.tokens_per_s,
+        }
     row["seconds"] = time.perf_counter() - started
     table = pd.DataFrame([row])
     write_table(table, run_dir.path)

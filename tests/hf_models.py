@@ -22,8 +22,12 @@ def tiny_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB,
+        special_tokens=["</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(builtin_documents()[:200], trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", bos_token="</s>")
 
@@ -32,9 +36,19 @@ def tiny_llama(tied: bool = True, max_positions: int = 64, seed: int = 0, **over
     """A random LlamaForCausalLM: 2 layers, 4 heads over 2 key/value heads, θ = 10000."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    kwargs = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
-                  tie_word_embeddings=tied, rope_theta=10000.0, eos_token_id=0, bos_token_id=0)
+    kwargs = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=tied,
+        rope_theta=10000.0,
+        eos_token_id=0,
+        bos_token_id=0,
+    )
     kwargs.update(overrides)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(LlamaConfig(**kwargs)).eval()
@@ -91,9 +105,17 @@ def write_gguf(path: Path, model, tokenizer) -> Path:
     writer.add_tensor("output_norm.weight", sd["model.norm.weight"])
     if not c.tie_word_embeddings:
         writer.add_tensor("output.weight", sd["lm_head.weight"])
-    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    names = {
+        "input_layernorm": "attn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "post_attention_layernorm": "ffn_norm",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    }
     for i in range(c.num_hidden_layers):
         for theirs, ours in names.items():
             w = sd[f"model.layers.{i}.{theirs}.weight"]

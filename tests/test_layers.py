@@ -10,12 +10,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # the installed name of each folder (pyproject.toml's package-dir) and its rank
-FOLDERS = {"posenc": "posenc", "experiments": "posenc.experiments", "benchmarks": "posenc.benchmarks",
-           "cli": "posenc.cli"}
+FOLDERS = {
+    "posenc": "posenc",
+    "experiments": "posenc.experiments",
+    "benchmarks": "posenc.benchmarks",
+    "cli": "posenc.cli",
+}
 RANKS = {
-    "posenc.core": 0, "posenc.pe": 1, "posenc.tasks": 1, "posenc.models": 2, "posenc.analysis": 3,
-    "posenc.engine": 4, "posenc.launch": 5, "posenc.reporting": 6, "posenc.experiments": 7,
-    "posenc.benchmarks": 7, "posenc.cli": 8,
+    "posenc.core": 0,
+    "posenc.pe": 1,
+    "posenc.tasks": 1,
+    "posenc.models": 2,
+    "posenc.analysis": 3,
+    "posenc.engine": 4,
+    "posenc.launch": 5,
+    "posenc.reporting": 6,
+    "posenc.experiments": 7,
+    "posenc.benchmarks": 7,
+    "posenc.cli": 8,
 }
 
 
@@ -65,7 +77,7 @@ def test_every_module_has_a_layer():
 
 def test_the_old_top_level_names_are_gone():
     stale = []
-    for module, path in modules():
+    for _module, path in modules():
         for target, line in imports(path):
             if target.split(".")[0] in ("cli", "experiments", "benchmarks", "configs"):
                 stale.append(f"{path.relative_to(ROOT)}:{line} imports {target}")

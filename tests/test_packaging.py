@@ -15,11 +15,28 @@ def installed(tmp_path_factory):
     """A regular (non-editable) install of a copy of the repository into a bare target folder."""
     tmp = tmp_path_factory.mktemp("install")
     src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "results", "tests", "build", "*.egg-info",
-                                                             "__pycache__", ".venv"))
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(".git", "results", "tests", "build", "*.egg-info", "__pycache__", ".venv"),
+    )
     target = tmp / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(src)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
@@ -35,11 +52,19 @@ def test_only_posenc_is_installed_at_top_level(installed):
 
 @pytest.mark.slow
 def test_installed_package_finds_its_config_tree(installed, tmp_path):
-    code = ("import posenc.configs as c; from posenc.engine.config import compose, list_options; "
-            "print(c.__file__); print(sorted(list_options('pe'))); print(compose(['pe=learned']).pe.max_len); "
-            "import importlib; print(importlib.import_module(compose([]).protocol.rsplit('.', 1)[0]).__file__)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(installed)},
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    code = (
+        "import posenc.configs as c; from posenc.engine.config import compose, list_options; "
+        "print(c.__file__); print(sorted(list_options('pe'))); print(compose(['pe=learned']).pe.max_len); "
+        "import importlib; print(importlib.import_module(compose([]).protocol.rsplit('.', 1)[0]).__file__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(installed)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     assert out[0].startswith(str(installed))
     assert "rope" in out[1] and "nope" in out[1]
     assert out[2] == "128"

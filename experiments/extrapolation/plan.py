@@ -48,8 +48,7 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
     requested = list(options) if "all" in scales else list(dict.fromkeys(scales))
     for key in scale_keys:
         if not any(key in options[s] for s in requested):
-            raise ConfigError(f"unknown override key 'scale.{key}'; no requested scale has it "
-                              f"({', '.join(requested)})")
+            raise ConfigError(f"unknown override key 'scale.{key}'; no requested scale has it ({', '.join(requested)})")
 
     applicable: dict[str, list[str]] = {}
     for pe in dict.fromkeys(pes):
@@ -63,8 +62,10 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
         else:
             chosen = [s for s in requested if s in fits]
             if not chosen:
-                raise ConfigError(f"no requested scale applies to pe '{pe}' ({', '.join(requested)}); "
-                                  f"scales for {pe}: {', '.join(fits)}")
+                raise ConfigError(
+                    f"no requested scale applies to pe '{pe}' ({', '.join(requested)}); "
+                    f"scales for {pe}: {', '.join(fits)}"
+                )
         chosen = with_baseline(chosen)
         cells += [compose([*overrides_for(overrides, s, options), f"pe={pe}", f"scale={s}"]) for s in chosen]
     if "all" not in scales:
@@ -72,8 +73,10 @@ def plan(pes: Sequence[str], scales: Sequence[str], overrides: Sequence[str] = (
             if not any(s in fits for fits in applicable.values()):
                 acts_on = scale_class(options[s]).acts_on
                 which = "; ".join(f"{pe}: {', '.join(fits)}" for pe, fits in applicable.items())
-                raise ConfigError(f"scale '{s}' does not apply to pe {', '.join(applicable)}: it rescales "
-                                  f"{acts_on}; scales that apply: {which}")
+                raise ConfigError(
+                    f"scale '{s}' does not apply to pe {', '.join(applicable)}: it rescales "
+                    f"{acts_on}; scales that apply: {which}"
+                )
     return cells
 
 
@@ -84,8 +87,11 @@ def with_baseline(scales: Sequence[str]) -> list[str]:
 
 def overrides_for(overrides: Sequence[str], scale: str, options: dict[str, dict[str, Any]]) -> list[str]:
     """The overrides without the ``scale.KEY=…`` ones that ``scale`` has no KEY for."""
-    return [o for o in overrides
-            if not o.startswith("scale.") or o.split("=", 1)[0].removeprefix("scale.") in options[scale]]
+    return [
+        o
+        for o in overrides
+        if not o.startswith("scale.") or o.split("=", 1)[0].removeprefix("scale.") in options[scale]
+    ]
 
 
 def with_scale(cfg: DictConfig, name: str, node: dict[str, Any]) -> DictConfig:
@@ -111,8 +117,11 @@ def cells_of(cfg: DictConfig, scales: Sequence[str], factor: float | None = None
     requested = list(options) if "all" in scales else list(dict.fromkeys(scales))
     scheme = instantiate(cfg.pe, "pe")
     # under ``all``, LongRoPE only when its factor lists are given (as in ``plan``)
-    fits = [s for s in requested if scale_class(options[s]).applies(scheme)
-            and not ("all" in scales and scale_class(options[s]).requires)]
+    fits = [
+        s
+        for s in requested
+        if scale_class(options[s]).applies(scheme) and not ("all" in scales and scale_class(options[s]).requires)
+    ]
     if not fits:
         raise ConfigError(f"no scale of extrapolation.scales ({', '.join(requested)}) applies to pe '{cfg.choices.pe}'")
     if factor is not None:

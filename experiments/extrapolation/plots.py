@@ -32,19 +32,40 @@ def plot(table: pd.DataFrame, per_position: pd.DataFrame, metric: str, train_len
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lengths = [c for c in table.columns if c.isdigit()]
     for _, row in table[table.metric == metric].iterrows():
-        ax.plot([int(n) for n in lengths], [row[n] for n in lengths], "--" if row.finetune_steps else "-",
-                marker="o", color=color[(row.pe, row.scale)], label=label(row.pe, row.scale, row.finetune_steps))
+        ax.plot(
+            [int(n) for n in lengths],
+            [row[n] for n in lengths],
+            "--" if row.finetune_steps else "-",
+            marker="o",
+            color=color[(row.pe, row.scale)],
+            label=label(row.pe, row.scale, row.finetune_steps),
+        )
     ax.set_xscale("log", base=2)
     ylabel = {"bpb": "bits per byte", "accuracy": "answer accuracy"}.get(metric, metric)
     paths = [save(fig, ax, "length.png", "evaluated length (tokens)", ylabel)]
     if len(per_position):
         longest = per_position.length.max()
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for (pe, scale, ft), part in per_position[per_position.length == longest].groupby(["pe", "scale", "finetune_steps"]):
-            ax.plot((part.start + part.end) / 2, part.bits, "--" if ft else "-", marker=".", color=color[(pe, scale)],
-                    label=label(pe, scale, ft))
-        paths.append(save(fig, ax, "per_position.png", f"position (bucket centre), evaluated at {longest} tokens",
-                          "loss (bits per token)"))
+        for (pe, scale, ft), part in per_position[per_position.length == longest].groupby(
+            ["pe", "scale", "finetune_steps"]
+        ):
+            ax.plot(
+                (part.start + part.end) / 2,
+                part.bits,
+                "--" if ft else "-",
+                marker=".",
+                color=color[(pe, scale)],
+                label=label(pe, scale, ft),
+            )
+        paths.append(
+            save(
+                fig,
+                ax,
+                "per_position.png",
+                f"position (bucket centre), evaluated at {longest} tokens",
+                "loss (bits per token)",
+            )
+        )
     return paths
 
 

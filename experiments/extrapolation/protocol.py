@@ -21,10 +21,9 @@ from omegaconf import DictConfig
 
 from posenc.core.errors import ConfigError
 from posenc.core.io import write_table
-from posenc.engine.build import build
+from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings, instantiate
 from posenc.engine.results import RunDir, config_hash
-from posenc.engine.build import Setup
 from posenc.engine.training import resolve_device
 from posenc.experiments.cache import TRAINED_AT, Trained, cache_dir, trained, training_config
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
@@ -48,7 +47,9 @@ class Cell:
     key: str
 
 
-def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_steps: int) -> tuple[list[Cell], list[int]]:
+def prepare(
+    cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_steps: int
+) -> tuple[list[Cell], list[int]]:
     """Build every cell and check every length; raise ``ConfigError`` on the first mistake."""
     if finetune_steps < 0:
         raise ConfigError(f"finetune steps must be >= 0, got {finetune_steps}")
@@ -59,8 +60,10 @@ def prepare(cfgs: Sequence[DictConfig], lengths: Sequence[int] | None, finetune_
         choices, pe = setup.config["choices"], setup.model.pe
         if not scale.applies(pe):
             fits = [s for s, node in scale_options().items() if scale_class(node).applies(pe)]
-            raise ConfigError(f"scale '{choices['scale']}' does not apply to pe '{choices['pe']}': it rescales "
-                              f"{scale.acts_on}; scales for {choices['pe']}: {', '.join(fits)}")
+            raise ConfigError(
+                f"scale '{choices['scale']}' does not apply to pe '{choices['pe']}': it rescales "
+                f"{scale.acts_on}; scales for {choices['pe']}: {', '.join(fits)}"
+            )
         try:
             scale.check(pe)
         except ConfigError as e:
@@ -99,8 +102,12 @@ def run(
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
     task = cells[0].setup.task
     metrics = ("accuracy", "loss") if task.answer_only else ("bpb", "ppl")
-    config = {"lengths": lengths, "finetune_steps": finetune_steps, "n_buckets": n_buckets,
-              "cells": [c.setup.config for c in cells]}
+    config = {
+        "lengths": lengths,
+        "finetune_steps": finetune_steps,
+        "n_buckets": n_buckets,
+        "cells": [c.setup.config for c in cells],
+    }
     cache = cache_dir(cells[0].setup.config, results_root)
     run_dir = RunDir.create(results_root, f"extrapolate-{cells[0].setup.config['choices']['task']}", config)
     started = time.perf_counter()
@@ -110,12 +117,13 @@ def run(
         for cell in cells:
             if cell.key not in models:
                 label = f"train {cell.pe}"
-                models[cell.key] = trained(cell.setup, cache,
-                                           (lambda steps, label=label: stage(label, steps)) if stage else None)
+                models[cell.key] = trained(
+                    cell.setup, cache, (lambda steps, label=label: stage(label, steps)) if stage else None
+                )
             model_of = models[cell.key]
             trained_at = {k: model_of.record[k] for k in TRAINED_AT}
             device = resolve_device(cell.setup.train.device)
-            for ft in ([0, finetune_steps] if finetune_steps else [0]):
+            for ft in [0, finetune_steps] if finetune_steps else [0]:
                 values = {m: {} for m in metrics}
                 for length in lengths:
                     model = copy.deepcopy(model_of.model)
@@ -138,15 +146,26 @@ def run(
                     for depth, acc in scores["groups"].items():
                         depth_rows.append({**head, "depth": depth, "accuracy": acc})
                 for m in metrics:
-                    rows.append({"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "metric": m, **values[m],
-                                 **trained_at})
+                    rows.append(
+                        {
+                            "pe": cell.pe,
+                            "scale": cell.scale_name,
+                            "finetune_steps": ft,
+                            "metric": m,
+                            **values[m],
+                            **trained_at,
+                        }
+                    )
         table = pd.DataFrame(rows)
         per_position = pd.DataFrame(positions)
         write_table(table, run_dir.path)
         write_table(per_position, run_dir.path, "per_position")
         if depth_rows:
-            depth = pd.DataFrame(depth_rows).pivot_table(index=["pe", "scale", "finetune_steps", "depth"],
-                                                         columns="length", values="accuracy").reset_index()
+            depth = (
+                pd.DataFrame(depth_rows)
+                .pivot_table(index=["pe", "scale", "finetune_steps", "depth"], columns="length", values="accuracy")
+                .reset_index()
+            )
             depth.columns = [str(c) for c in depth.columns]
             ended = pd.DataFrame([{"pe": c.pe, **{k: models[c.key].record[k] for k in TRAINED_AT}} for c in cells])
             depth = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
@@ -157,9 +176,21 @@ def run(
         run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
         raise
     run_dir.update_summary(
-        status="completed", run_dir=str(run_dir.path), seconds=time.perf_counter() - started, notes=notes,
-        models=[{"pe": c.pe, "scale": c.scale_name, "cache": str(models[c.key].folder), "reused": models[c.key].reused,
-                 **models[c.key].record} for c in cells])
+        status="completed",
+        run_dir=str(run_dir.path),
+        seconds=time.perf_counter() - started,
+        notes=notes,
+        models=[
+            {
+                "pe": c.pe,
+                "scale": c.scale_name,
+                "cache": str(models[c.key].folder),
+                "reused": models[c.key].reused,
+                **models[c.key].record,
+            }
+            for c in cells
+        ],
+    )
     return table, run_dir
 
 
@@ -187,5 +218,10 @@ def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
     """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale of
     ``extrapolation.scales`` that applies to it, trained once."""
     settings, cfgs = check_job(cfg)
-    return run(cfgs, results_root=results_root, lengths=settings.lengths,
-               finetune_steps=settings.finetune_steps, n_buckets=settings.n_buckets)
+    return run(
+        cfgs,
+        results_root=results_root,
+        lengths=settings.lengths,
+        finetune_steps=settings.finetune_steps,
+        n_buckets=settings.n_buckets,
+    )

@@ -19,7 +19,9 @@ from posenc.engine.training import train
 from posenc.tasks.base import SequenceTask
 
 
-def score(model: torch.nn.Module, task: SequenceTask, length: int, setup: Setup, device: torch.device) -> dict[str, Any]:
+def score(
+    model: torch.nn.Module, task: SequenceTask, length: int, setup: Setup, device: torch.device
+) -> dict[str, Any]:
     """Scores at one length; a task with depths (passkey) is scored per depth, then pooled.
 
     ``eval.max_windows`` caps the windows at the training length; at L there are
@@ -42,8 +44,15 @@ def score(model: torch.nn.Module, task: SequenceTask, length: int, setup: Setup,
         if depth is not None:
             by_depth[depth] = scores["accuracy"]
     loss = float(loss_sum.sum() / count.sum())
-    return {"loss": loss, "bpb": loss / math.log(2), "ppl": math.exp(min(loss, 700.0)),
-            "accuracy": correct / float(count.sum()), "loss_sum": loss_sum, "count": count, "groups": by_depth}
+    return {
+        "loss": loss,
+        "bpb": loss / math.log(2),
+        "ppl": math.exp(min(loss, 700.0)),
+        "accuracy": correct / float(count.sum()),
+        "loss_sum": loss_sum,
+        "count": count,
+        "groups": by_depth,
+    }
 
 
 def buckets(loss_sum: torch.Tensor, count: torch.Tensor, n: int) -> list[tuple[int, int, float]]:
@@ -61,7 +70,16 @@ def finetune(model: torch.nn.Module, setup: Setup, length: int, steps: int, on_l
     """``steps`` steps at ``length`` with as many tokens per batch as in training, at the final
     learning rate of the training schedule (constant, no warmup)."""
     t = setup.train
-    cfg = dataclasses.replace(t, steps=steps, seq_len=length, batch_size=max(1, t.batch_size * t.seq_len // length),
-                              lr=t.lr * t.min_lr_ratio, min_lr_ratio=1.0, warmup_steps=0,
-                              log_every=max(1, steps // 10), eval_every=steps, checkpoint_every=steps)
+    cfg = dataclasses.replace(
+        t,
+        steps=steps,
+        seq_len=length,
+        batch_size=max(1, t.batch_size * t.seq_len // length),
+        lr=t.lr * t.min_lr_ratio,
+        min_lr_ratio=1.0,
+        warmup_steps=0,
+        log_every=max(1, steps // 10),
+        eval_every=steps,
+        checkpoint_every=steps,
+    )
     train(model, lambda b, g: setup.task.train_batch(b, length, g), cfg, seed=setup.seed + 1, on_log=on_log)

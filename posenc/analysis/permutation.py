@@ -42,7 +42,9 @@ def num_tokens(model: nn.Module, x: torch.Tensor) -> int:
         return x.shape[1]
     p = getattr(model, "patch_size", None)
     if p is None:
-        raise TypeError(f"cannot tell the patches of a {tuple(x.shape)} input: {type(model).__name__} has no patch_size")
+        raise TypeError(
+            f"cannot tell the patches of a {tuple(x.shape)} input: {type(model).__name__} has no patch_size"
+        )
     ph, pw = (p, p) if isinstance(p, int) else p
     return (x.shape[-2] // ph) * (x.shape[-1] // pw)
 
@@ -70,7 +72,9 @@ def outputs(model: nn.Module, x: torch.Tensor, n_tokens: int) -> tuple[torch.Ten
     if out.dim() == 3:  # (b, s, V): a sequence model, its own output is per token
         return out.mean(1), out
     if not hidden:
-        raise TypeError(f"{type(model).__name__} gives {tuple(out.shape)} outputs and has no blocks to read tokens from")
+        raise TypeError(
+            f"{type(model).__name__} gives {tuple(out.shape)} outputs and has no blocks to read tokens from"
+        )
     tokens = hidden[0]
     return out, tokens[:, tokens.shape[1] - n_tokens :]  # drop prefix rows (cls) in front
 
@@ -88,8 +92,9 @@ class PermutationScores:
 
 
 @torch.no_grad()
-def permutation_test(model: nn.Module, x: torch.Tensor, k: int, generator: torch.Generator,
-                     batch_size: int = 64) -> PermutationScores:
+def permutation_test(
+    model: nn.Module, x: torch.Tensor, k: int, generator: torch.Generator, batch_size: int = 64
+) -> PermutationScores:
     """K random permutations (one per round, shared by the batch) of the tokens of ``x``."""
     if k < 1:
         raise ValueError(f"need at least one permutation, got k={k}")

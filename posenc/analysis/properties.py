@@ -96,7 +96,8 @@ def shift_fit(pe: PositionScheme, deltas: list[int], far: int = 3_000_017) -> Me
     The window is ``_shift_window`` (in 2D the shift is (Δ, 2Δ)); the far window is the same
     shifted by ``far`` on every axis.
     Measured: the largest relative residual ‖E(P+Δ) − E(P)·M_Δ‖ / ‖E(P+Δ)‖ over both windows
-    and every Δ, and ‖M_Δ − M_Δ,far‖ / ‖M_Δ‖ with M_Δ,far fitted on the far window. Tolerance 1e-5: the table is float32 (≈ 1e-7 relative rounding).
+    and every Δ, and ‖M_Δ − M_Δ,far‖ / ‖M_Δ‖ with M_Δ,far fitted on the far window. Tolerance 1e-5: the table is
+    float32 (≈ 1e-7 relative rounding).
     """
     near = _shift_window(pe.ndim)
     distant = near + far
@@ -115,7 +116,10 @@ def shift_fit(pe: PositionScheme, deltas: list[int], far: int = 3_000_017) -> Me
         matrices[delta] = m
         worst = max(worst, in_window, far_window, rows[-1][3])
     return Measurement(
-        "C4", "PE(pos+Δ) = M_Δ·PE(pos): M_Δ fitted near 0 holds far away", worst, 1e-5,
+        "C4",
+        "PE(pos+Δ) = M_Δ·PE(pos): M_Δ fitted near 0 holds far away",
+        worst,
+        1e-5,
         note=f"Δ ∈ {deltas}, {len(near)} positions, far window +{far}",
         curves={"rows": rows, "matrix": matrices[deltas[-1]], "delta": deltas[-1]},
         kind="c4_shift",
@@ -133,8 +137,9 @@ def _rotate_pair(pe: PositionScheme, q: torch.Tensor, k: torch.Tensor, positions
     return (rq[:, :, 0] * rk[:, :, 1]).sum(-1)
 
 
-def _random_qk(n: int, n_heads: int, head_dim: int, dtype: torch.dtype,
-               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _random_qk(
+    n: int, n_heads: int, head_dim: int, dtype: torch.dtype, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random (n, n_h, h_d) queries and keys, drawn in float64 so both dtypes see the same ones."""
     q = torch.randn(n, n_heads, head_dim, generator=generator, dtype=torch.float64)
     k = torch.randn(n, n_heads, head_dim, generator=generator, dtype=torch.float64)
@@ -146,8 +151,16 @@ def _random_positions(pe: PositionScheme, n: int, top: int, generator: torch.Gen
     return torch.randint(0, top, shape, generator=generator)
 
 
-def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, n_heads: int = 1,
-                        top: int = 1024, n: int = 4096, seed: int = 0) -> Measurement:
+def relative_invariance(
+    pe: PositionScheme,
+    head_dim: int,
+    dtype: torch.dtype,
+    *,
+    n_heads: int = 1,
+    top: int = 1024,
+    n: int = 4096,
+    seed: int = 0,
+) -> Measurement:
     """C9: |⟨R_{m+t} q, R_{n+t} k⟩ − ⟨R_m q, R_n k⟩| / (‖q‖‖k‖), max over random q, k, m, n, t.
 
     Positions and shifts are below ``top`` on every axis; ``n_heads`` heads (a scheme with
@@ -167,16 +180,26 @@ def relative_invariance(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *
     offset = (pos[:, 1] - pos[:, 0]) if pe.ndim == 1 else (pos[:, 1] - pos[:, 0]).abs().sum(-1)
     name = "(Δrow, Δcol)" if pe.ndim == 2 else "n − m"
     return Measurement(
-        "C9", f"⟨R_m q, R_n k⟩ depends only on {name} ({_dtype_name(dtype)})",
-        float(err.max()), 8 * EPS32 * 2 * top,
+        "C9",
+        f"⟨R_m q, R_n k⟩ depends only on {name} ({_dtype_name(dtype)})",
+        float(err.max()),
+        8 * EPS32 * 2 * top,
         note=f"{n} random q, k, positions and shifts below {top}",
         curves={"offset": offset.numpy(), "error": err.numpy(), "dtype": _dtype_name(dtype)},
         kind="c9_relative",
     )
 
 
-def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, n_heads: int = 1,
-                      top: int = 1024, n: int = 4096, seed: int = 1) -> Measurement:
+def norm_preservation(
+    pe: PositionScheme,
+    head_dim: int,
+    dtype: torch.dtype,
+    *,
+    n_heads: int = 1,
+    top: int = 1024,
+    n: int = 4096,
+    seed: int = 1,
+) -> Measurement:
     """C9: |‖R_m q‖·‖R_m k‖ / (‖q‖·‖k‖) − 1|, max over random q, k, m.
 
     The product at one position, so that a scheme that scales q by ζ^m and k by ζ^−m while it
@@ -194,15 +217,25 @@ def norm_preservation(pe: PositionScheme, head_dim: int, dtype: torch.dtype, *, 
     ratio = ratio / (q.double().norm(dim=-1) * k.double().norm(dim=-1))  # (n, n_h)
     err = (ratio - 1).abs().amax(1)
     return Measurement(
-        "C9", f"rotation keeps norms: ‖R_m q‖‖R_m k‖ = ‖q‖‖k‖ ({_dtype_name(dtype)})",
-        float(err.max()), 1e-5, note=f"{n} random q, k, positions below {top}",
+        "C9",
+        f"rotation keeps norms: ‖R_m q‖‖R_m k‖ = ‖q‖‖k‖ ({_dtype_name(dtype)})",
+        float(err.max()),
+        1e-5,
+        note=f"{n} random q, k, positions below {top}",
         curves={"position": pos[:, 0].reshape(n, -1)[:, 0].numpy(), "error": err.numpy(), "dtype": _dtype_name(dtype)},
         kind="c9_norm",
     )
 
 
-def values_untouched(pe: PositionScheme, head_dim: int, *, n_heads: int = 2,
-                     attention: type[Attention] = Attention, seq_len: int = 16, seed: int = 2) -> Measurement:
+def values_untouched(
+    pe: PositionScheme,
+    head_dim: int,
+    *,
+    n_heads: int = 2,
+    attention: type[Attention] = Attention,
+    seq_len: int = 16,
+    seed: int = 2,
+) -> Measurement:
     """C9: the attention output equals softmax(R q · R k / √h_d)·V with V as projected.
 
     Runs posenc's ``Attention`` (or ``attention``) with the scheme and recomputes it by hand
@@ -225,8 +258,14 @@ def values_untouched(pe: PositionScheme, head_dim: int, *, n_heads: int = 2,
         weights = F.softmax(q @ k.transpose(-1, -2) / math.sqrt(head_dim), dim=-1)  # (1, n_h, s, s)
         ref = attn.o((weights @ v).transpose(1, 2).reshape(1, s, n_heads * head_dim))  # (1, s, d)
     err = float((out - ref).abs().max() / ref.abs().max())
-    return Measurement("C9", "only Q and K rotate: attention output uses V unrotated", err, 1e-5,
-                       note=f"posenc Attention, {n_heads} heads, {s} tokens", kind="c9_values")
+    return Measurement(
+        "C9",
+        "only Q and K rotate: attention output uses V unrotated",
+        err,
+        1e-5,
+        note=f"posenc Attention, {n_heads} heads, {s} tokens",
+        kind="c9_values",
+    )
 
 
 def bias_offset_only(pe: PositionScheme, *, count: int = 48) -> Measurement:
@@ -256,9 +295,15 @@ def bias_offset_only(pe: PositionScheme, *, count: int = 48) -> Measurement:
 
     scale = float(values.abs().max()) or 1.0
     worst = max(float(spread(values).max()) / scale, float(spread(flags).max()))
-    return Measurement("C8", "bias(i, j) depends only on i − j" + (" (Δrow, Δcol)" if pe.ndim == 2 else ""),
-                       worst, 1e-6, note=f"{s} positions, {bias.shape[0]} heads",
-                       curves={"bias": bias[0].numpy()}, kind="c8_bias")
+    return Measurement(
+        "C8",
+        "bias(i, j) depends only on i − j" + (" (Δrow, Δcol)" if pe.ndim == 2 else ""),
+        worst,
+        1e-6,
+        note=f"{s} positions, {bias.shape[0]} heads",
+        curves={"bias": bias[0].numpy()},
+        kind="c8_bias",
+    )
 
 
 # --------------------------------------------------------------------------------------- C10
@@ -281,8 +326,9 @@ def rotation_frequencies(pe: PositionScheme, head_dim: int, n_heads: int = 1) ->
 
 def relative_upper_bound(thetas: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
     """RoFormer eq. (37): (1/(d/2))·Σ_j |S_j|, S_j = Σ_{k<j} e^{iΔθ_k}, for each Δ -> (n,)."""
-    phase = torch.polar(torch.ones(len(distances), len(thetas), dtype=torch.float64),
-                        distances.double()[:, None] * thetas[None])  # (n, d/2)
+    phase = torch.polar(
+        torch.ones(len(distances), len(thetas), dtype=torch.float64), distances.double()[:, None] * thetas[None]
+    )  # (n, d/2)
     return phase.cumsum(-1).abs().mean(-1)
 
 
@@ -297,13 +343,20 @@ def long_term_decay(pe: PositionScheme, head_dim: int, *, n_heads: int = 1, max_
     distances = torch.arange(max_distance + 1)
     bound = relative_upper_bound(thetas, distances)
     ratio = float(bound[max_distance // 2 :].mean() / bound[0])
-    return Measurement("C10", "long-term decay: mean bound over Δ∈[D/2,D] / bound(0)", ratio, 0.5,
-                       note=f"RoFormer §3.4.3, D={max_distance}, {len(thetas)} frequencies",
-                       curves={"distance": distances.numpy(), "bound": bound.numpy()}, kind="c10_decay")
+    return Measurement(
+        "C10",
+        "long-term decay: mean bound over Δ∈[D/2,D] / bound(0)",
+        ratio,
+        0.5,
+        note=f"RoFormer §3.4.3, D={max_distance}, {len(thetas)} frequencies",
+        curves={"distance": distances.numpy(), "bound": bound.numpy()},
+        kind="c10_decay",
+    )
 
 
-def periodicity(pe: PositionScheme, head_dim: int, *, n_heads: int = 1, max_distance: int = 4096,
-                eps: float = 0.05) -> Measurement:
+def periodicity(
+    pe: PositionScheme, head_dim: int, *, n_heads: int = 1, max_distance: int = 4096, eps: float = 0.05
+) -> Measurement:
     """C10: one frequency comes back to its start, all of them together do not.
 
     Return distance r(Δ) = sqrt(mean_k |e^{iΔθ_k} − 1|²) / 2 ∈ [0, 1]. Measured: the smallest
@@ -314,14 +367,24 @@ def periodicity(pe: PositionScheme, head_dim: int, *, n_heads: int = 1, max_dist
     distances = torch.arange(1, max_distance + 1, dtype=torch.float64)
 
     def ret(th: torch.Tensor) -> torch.Tensor:
-        return ((torch.polar(torch.ones(len(distances), len(th), dtype=torch.float64),
-                             distances[:, None] * th[None]) - 1).abs().pow(2).mean(-1)).sqrt() / 2
+        return (
+            (torch.polar(torch.ones(len(distances), len(th), dtype=torch.float64), distances[:, None] * th[None]) - 1)
+            .abs()
+            .pow(2)
+            .mean(-1)
+        ).sqrt() / 2
 
     one, every = ret(thetas[:1]), ret(thetas)
     one_back = bool((one < eps).any())
     first = int(distances[(one < eps).nonzero()[0, 0]]) if one_back else None
     measured = float(every.min()) if one_back else 0.0
-    return Measurement("C10", "periodicity: all frequencies together never return (min r(Δ), Δ ≤ D)",
-                       measured, eps, at_most=False,
-                       note=f"θ_0={float(thetas[0]):.4g} returns at Δ={first}; D={max_distance}",
-                       curves={"distance": distances.numpy(), "one": one.numpy(), "all": every.numpy()}, kind="c10_periodicity")
+    return Measurement(
+        "C10",
+        "periodicity: all frequencies together never return (min r(Δ), Δ ≤ D)",
+        measured,
+        eps,
+        at_most=False,
+        note=f"θ_0={float(thetas[0]):.4g} returns at Δ={first}; D={max_distance}",
+        curves={"distance": distances.numpy(), "one": one.numpy(), "all": every.numpy()},
+        kind="c10_periodicity",
+    )

@@ -91,8 +91,9 @@ def _groups(table: pd.DataFrame, keys: Sequence[str], status: str | None):
         yield dict(zip(keys, group)), ok, len(part) - len(ok)
 
 
-def aggregate(table: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
-              status: str | None = "status") -> pd.DataFrame:
+def aggregate(
+    table: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], status: str | None = "status"
+) -> pd.DataFrame:
     """One row per group of ``keys`` and metric: n, mean, std, 95% interval, and how many of
     the group's rows failed (``status`` column other than ``completed``; they are not averaged)."""
     keys = list(keys)
@@ -104,8 +105,9 @@ def aggregate(table: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str],
     return pd.DataFrame(rows, columns=[*keys, "metric", "n", "mean", "std", "ci95_low", "ci95_high", "failed"])
 
 
-def _accuracies(accuracies: Sequence[float | None], trials: int | Sequence[int] | None
-                ) -> tuple[list[float], list[int] | None]:
+def _accuracies(
+    accuracies: Sequence[float | None], trials: int | Sequence[int] | None
+) -> tuple[list[float], list[int] | None]:
     """The accuracies that are not missing (None, NaN), each in [0, 1], with their items per seed
     (``trials``: one number for every seed, or one per seed; None stays None)."""
     values = [float("nan") if v is None else float(v) for v in accuracies]
@@ -131,8 +133,9 @@ def logistic(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
-def logit_t_interval(accuracies: Sequence[float], trials: int | Sequence[int] | None = None,
-                     level: float = 0.95) -> dict[str, float]:
+def logit_t_interval(
+    accuracies: Sequence[float], trials: int | Sequence[int] | None = None, level: float = 0.95
+) -> dict[str, float]:
     """n (seeds), mean accuracy, and the ``level`` t interval of the mean logit mapped back to (0, 1).
 
     With ``trials`` (evaluation items per seed: one number, or one per seed) an accuracy p of n
@@ -156,8 +159,9 @@ def logit_t_interval(accuracies: Sequence[float], trials: int | Sequence[int] | 
     return out
 
 
-def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 4000,
-                       seed: int = 0) -> dict[str, float]:
+def bootstrap_interval(
+    values: Sequence[float], level: float = 0.95, resamples: int = 4000, seed: int = 0
+) -> dict[str, float]:
     """n, mean, and the ``level`` percentile bootstrap interval of the mean over ``values`` (seeds
     resampled with replacement, ``resamples`` times from a fixed generator, so the same values give
     the same interval). It stays inside [min, max] of the values. With one value the interval is NaN."""
@@ -168,7 +172,9 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: 
         rng = random.Random(seed)
         means = sorted(sum(rng.choices(xs, k=n)) / n for _ in range(resamples))
         tail = (1 - level) / 2
-        out.update(ci95_low=means[int(tail * (resamples - 1))], ci95_high=means[math.ceil((1 - tail) * (resamples - 1))])
+        out.update(
+            ci95_low=means[int(tail * (resamples - 1))], ci95_high=means[math.ceil((1 - tail) * (resamples - 1))]
+        )
     return out
 
 
@@ -179,7 +185,7 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float
     96.5%); with fewer than 6 values no pair reaches 95% and it is NaN."""
     xs = sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
     n = len(xs)
-    covered = [k for k in range(1, n // 2 + 1) if sum(math.comb(n, i) for i in range(k, n - k + 1)) >= level * 2 ** n]
+    covered = [k for k in range(1, n // 2 + 1) if sum(math.comb(n, i) for i in range(k, n - k + 1)) >= level * 2**n]
     return (xs[covered[-1] - 1], xs[n - covered[-1]]) if covered else (float("nan"), float("nan"))
 
 
@@ -206,8 +212,9 @@ def pooled_wilson(accuracies: Sequence[float], trials: int | Sequence[int], leve
     return {"n": len(ps), "trials": total, "mean": k / total, "ci95_low": low, "ci95_high": high}
 
 
-def paired_difference(a: Mapping[int, float], b: Mapping[int, float], level: float = 0.95,
-                      bounds: tuple[float, float] | None = None) -> dict[str, float]:
+def paired_difference(
+    a: Mapping[int, float], b: Mapping[int, float], level: float = 0.95, bounds: tuple[float, float] | None = None
+) -> dict[str, float]:
     """Per-seed values of two arms ({seed: value}) -> n (seeds in both), the mean of a − b over
     those seeds, its std, the ``level`` t interval of the paired differences, and how many seeds
     only one arm has, or where either is missing (``unpaired``; they are left out).
@@ -221,12 +228,26 @@ def paired_difference(a: Mapping[int, float], b: Mapping[int, float], level: flo
     low, high = out["ci95_low"], out["ci95_high"]
     if bounds is not None and out["n"] >= 2:
         low, high = max(low, bounds[0]), min(high, bounds[1])
-    return {"n": out["n"], "mean_diff": out["mean"], "std": out["std"], "ci95_low": low, "ci95_high": high,
-            "unpaired": unpaired}
+    return {
+        "n": out["n"],
+        "mean_diff": out["mean"],
+        "std": out["std"],
+        "ci95_low": low,
+        "ci95_high": high,
+        "unpaired": unpaired,
+    }
 
 
-def paired_by_seed(table: pd.DataFrame, column: str, a: object, b: object, metric: str, seed: str = "seed",
-                   level: float = 0.95, bounds: tuple[float, float] | None = None) -> dict[str, float]:
+def paired_by_seed(
+    table: pd.DataFrame,
+    column: str,
+    a: object,
+    b: object,
+    metric: str,
+    seed: str = "seed",
+    level: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+) -> dict[str, float]:
     """``paired_difference`` of ``metric`` between the rows where ``column`` is ``a`` and where it
     is ``b`` (filter the table to one length, task… first). Each arm has one row per seed."""
     arms = []
@@ -247,8 +268,13 @@ def verdict(difference: Mapping[str, float]) -> str:
     return "higher" if low > 0 else "lower" if high < 0 else "no difference shown"
 
 
-def aggregate_accuracy(table: pd.DataFrame, keys: Sequence[str], metric: str = "accuracy",
-                       trials: int | str | None = None, status: str | None = "status") -> pd.DataFrame:
+def aggregate_accuracy(
+    table: pd.DataFrame,
+    keys: Sequence[str],
+    metric: str = "accuracy",
+    trials: int | str | None = None,
+    status: str | None = "status",
+) -> pd.DataFrame:
     """One row per group of ``keys``: n (seeds), mean accuracy, the logit-scale t interval
     (``ci95_low``/``ci95_high``), the pooled Wilson interval (``wilson_low``/``wilson_high``,
     NaN without ``trials``) and failed rows. ``trials`` is the items per seed: a number, or the
@@ -260,8 +286,29 @@ def aggregate_accuracy(table: pd.DataFrame, keys: Sequence[str], metric: str = "
         per_seed = part[trials].astype(int).tolist() if isinstance(trials, str) else trials
         est = logit_t_interval(part[metric].tolist(), per_seed)
         pooled = pooled_wilson(part[metric].tolist(), per_seed) if per_seed is not None else {}
-        rows.append({**group, "metric": metric, **est, "wilson_low": pooled.get("ci95_low", float("nan")),
-                     "wilson_high": pooled.get("ci95_high", float("nan")), "trials": pooled.get("trials", 0),
-                     "failed": failed})
-    return pd.DataFrame(rows, columns=[*keys, "metric", "n", "mean", "ci95_low", "ci95_high", "wilson_low",
-                                       "wilson_high", "trials", "failed"])
+        rows.append(
+            {
+                **group,
+                "metric": metric,
+                **est,
+                "wilson_low": pooled.get("ci95_low", float("nan")),
+                "wilson_high": pooled.get("ci95_high", float("nan")),
+                "trials": pooled.get("trials", 0),
+                "failed": failed,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            *keys,
+            "metric",
+            "n",
+            "mean",
+            "ci95_low",
+            "ci95_high",
+            "wilson_low",
+            "wilson_high",
+            "trials",
+            "failed",
+        ],
+    )

@@ -13,12 +13,12 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from posenc.engine.config import instantiate, target_class, to_container
 from posenc.core.errors import ConfigError
+from posenc.engine.config import instantiate, target_class, to_container
 from posenc.engine.evaluation import EvalConfig
+from posenc.engine.training import Target, TrainConfig, target_for
 from posenc.pe.grid import check_scheme_fits
 from posenc.tasks.base import Task
-from posenc.engine.training import Target, TrainConfig, target_for
 
 
 @dataclass

@@ -158,9 +158,7 @@ def _check_choices(overrides: Sequence[str]) -> None:
             valid = list_options(group)
             for value in o.sweep_string_iterator() if o.is_sweep_override() else [o.value()]:
                 if value is not None and str(value) not in valid:
-                    raise ConfigError(
-                        f"unknown {group} '{value}'; valid: {', '.join(valid)}"
-                    )
+                    raise ConfigError(f"unknown {group} '{value}'; valid: {', '.join(valid)}")
 
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
@@ -279,8 +277,7 @@ def experiment_settings(cfg: DictConfig, key: str, cls: type) -> Any:
 def check_arguments(fn: Any, values: dict[str, Any], path: str) -> dict[str, Any]:
     """Check ``values`` against ``fn``'s signature and type hints; return them coerced."""
     sig = inspect.signature(fn)
-    hints = typing.get_type_hints(fn if dataclasses.is_dataclass(fn) else
-                                  (fn.__init__ if inspect.isclass(fn) else fn))
+    hints = typing.get_type_hints(fn if dataclasses.is_dataclass(fn) else (fn.__init__ if inspect.isclass(fn) else fn))
     params = {n: p for n, p in sig.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     out = {}
     for key, value in values.items():

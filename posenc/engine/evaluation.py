@@ -58,8 +58,9 @@ def evaluate(
         x = inputs[i : i + batch_size].to(device)
         y = targets[i : i + batch_size].to(device)
         logits = model(x) if positions is None else model(x, positions)  # (b, s, V) or (b, C)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
-                               ignore_index=IGNORE_INDEX, reduction="none").view(y.shape)
+        loss = F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none"
+        ).view(y.shape)
         mask = y != IGNORE_INDEX
         loss_sum += (loss * mask).sum(0).double().cpu()
         count += mask.sum(0).double().cpu()

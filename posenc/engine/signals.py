@@ -99,7 +99,10 @@ def sigterm_unwinds() -> Iterator[None]:
     this process defers it to its step end as before (``deferred_stop_signals`` hands the signal to
     this handler after its checkpoint). Installed only over the default handler, in the main thread.
     """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         yield
         return
     signal.signal(signal.SIGTERM, _interrupt)

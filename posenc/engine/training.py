@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from posenc.core.errors import ConfigError, TrainingDiverged
-from posenc.engine.evaluation import IGNORE_INDEX
 from posenc.core.io import atomic_write_bytes, replace_folder, settle_folder
+from posenc.engine.evaluation import IGNORE_INDEX
 from posenc.engine.results import RunDir
 from posenc.engine.signals import deferred_stop_signals
 from posenc.pe.base import PositionScheme
@@ -174,8 +174,10 @@ def no_weight_decay_names(model: torch.nn.Module) -> set[str]:
             own = dict(module.named_parameters())
             for name in module.no_weight_decay():
                 if name not in own:
-                    raise ValueError(f"{type(module).__name__}.no_weight_decay() names '{name}', which is not "
-                                     f"one of its parameters ({', '.join(own) or 'none'})")
+                    raise ValueError(
+                        f"{type(module).__name__}.no_weight_decay() names '{name}', which is not "
+                        f"one of its parameters ({', '.join(own) or 'none'})"
+                    )
                 names.add(f"{prefix}.{name}" if prefix else name)
     return names
 
@@ -195,8 +197,10 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
             decays = not (p.dim() < 2 or name in skip)
             scale = cfg.pe_lr_scale if id(p) in scaled else 1.0
             groups.setdefault((decays, scale), []).append(p)
-    params = [{"params": ps, "weight_decay": cfg.weight_decay if decays else 0.0, "lr_scale": scale}
-              for (decays, scale), ps in groups.items()]  # the two unscaled groups first, as before
+    params = [
+        {"params": ps, "weight_decay": cfg.weight_decay if decays else 0.0, "lr_scale": scale}
+        for (decays, scale), ps in groups.items()
+    ]  # the two unscaled groups first, as before
     return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
@@ -205,9 +209,15 @@ def step_hooks(model: torch.nn.Module) -> list[HasStepHook]:
     return [m for m in model.modules() if isinstance(m, HasStepHook)]
 
 
-def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    step: int, generator: torch.Generator, train_loss: float = float("nan"),
-                    target_step: int | None = None) -> None:
+def save_checkpoint(
+    folder: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    generator: torch.Generator,
+    train_loss: float = float("nan"),
+    target_step: int | None = None,
+) -> None:
     """``model.safetensors`` (weights) and ``trainer.pt`` (optimizer, step, RNG states, last loss,
     and the step that reached the target, if one did: a resumed run that had stopped stays stopped).
 
@@ -217,8 +227,14 @@ def save_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim
     from safetensors.torch import save
 
     weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    state = {"step": step, "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-             "torch_rng": torch.get_rng_state(), "train_loss": train_loss, "target_step": target_step}
+    state = {
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "generator": generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "train_loss": train_loss,
+        "target_step": target_step,
+    }
     buf = io.BytesIO()
     torch.save(state, buf)
 
@@ -235,15 +251,18 @@ def load_weights(folder: Path, model: torch.nn.Module) -> None:
     model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
 
 
-def load_checkpoint(folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    generator: torch.Generator) -> dict[str, Any] | None:
+def load_checkpoint(
+    folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator
+) -> dict[str, Any] | None:
     """Restore what ``save_checkpoint`` wrote; return the trainer state (``step``, ``train_loss``,
     ``target_step``), or None when there is no checkpoint yet."""
     settle_folder(folder)
     if not (Path(folder) / "trainer.pt").exists():
         return None
     load_weights(folder, model)
-    state = torch.load(Path(folder) / "trainer.pt", map_location="cpu", weights_only=True)  # optimizer state follows the params
+    state = torch.load(
+        Path(folder) / "trainer.pt", map_location="cpu", weights_only=True
+    )  # optimizer state follows the params
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
@@ -273,8 +292,12 @@ class TrainResult:
     def target_record(self) -> dict[str, Any]:
         """The columns every run records: its criterion and target, whether and when it got there."""
         t = self.target
-        return {"criterion": t.criterion if t else None, "target": t.value if t else None,
-                "reached_target": self.reached_target, "target_step": self.target_step}
+        return {
+            "criterion": t.criterion if t else None,
+            "target": t.value if t else None,
+            "reached_target": self.reached_target,
+            "target_step": self.target_step,
+        }
 
 
 Batches = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -320,7 +343,7 @@ def train(
     optimizer = make_optimizer(model, cfg)
     hooks = step_hooks(model)
     generator = torch.Generator().manual_seed(seed)
-    emit = (lambda r: (run.log(r) if run else None, on_log(r) if on_log else None))
+    emit = lambda r: (run.log(r) if run else None, on_log(r) if on_log else None)
 
     first, loss_value, target_step = 0, float("nan"), None
     if resume and run is not None:
@@ -360,15 +383,28 @@ def train(
             done = step + 1
             if done % cfg.log_every == 0 or done == cfg.steps:
                 now = time.perf_counter()
-                emit({"step": done, "train_loss": loss_value, "lr": lr, "grad_norm": float(grad_norm),
-                      "tokens_per_s": window_tokens / max(now - window_start, 1e-9), "elapsed_s": now - start})
+                emit(
+                    {
+                        "step": done,
+                        "train_loss": loss_value,
+                        "lr": lr,
+                        "grad_norm": float(grad_norm),
+                        "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                        "elapsed_s": now - start,
+                    }
+                )
                 window_tokens, window_start = 0, now
             if validate is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
                 metrics = validate(model)
                 if target is not None and target.reached(metrics):
                     target_step = done
-                emit({"step": done, **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)},
-                      **({"reached_target": target_step is not None} if target is not None else {})})
+                emit(
+                    {
+                        "step": done,
+                        **{f"val_{k}": v for k, v in metrics.items() if not isinstance(v, list)},
+                        **({"reached_target": target_step is not None} if target is not None else {}),
+                    }
+                )
                 window_start = time.perf_counter()  # validation time is not training throughput
             stopping = stop()  # read once: a signal arriving now waits for the next step
             reached = target_step is not None
@@ -378,5 +414,11 @@ def train(
                 stop.deliver(done)
             if reached:
                 break
-    return TrainResult(steps=done, train_loss=loss_value, tokens=tokens, seconds=time.perf_counter() - start,
-                       target=target, target_step=target_step)
+    return TrainResult(
+        steps=done,
+        train_loss=loss_value,
+        tokens=tokens,
+        seconds=time.perf_counter() - start,
+        target=target,
+        target_step=target_step,
+    )

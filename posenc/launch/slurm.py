@@ -14,8 +14,9 @@ from posenc.core.errors import ConfigError
 def nodes() -> list[dict[str, Any]]:
     """One row per (node, partition) from ``sinfo``: partition, default, cpus, mem_mb, gpus."""
     try:
-        done = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%P|%c|%m|%G"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            ["sinfo", "--noheader", "--Node", "--format=%P|%c|%m|%G"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ConfigError(f"cannot ask SLURM about its nodes (sinfo): {e}") from None
     if done.returncode != 0:
@@ -24,8 +25,15 @@ def nodes() -> list[dict[str, Any]]:
     rows = []
     for line in done.stdout.split():
         partition, cpus, mem, gres = line.split("|")
-        rows.append({"partition": partition.rstrip("*"), "default": partition.endswith("*"),
-                     "cpus": int(cpus.rstrip("+")), "mem_mb": int(mem.rstrip("+")), "gpus": gpu_count(gres)})
+        rows.append(
+            {
+                "partition": partition.rstrip("*"),
+                "default": partition.endswith("*"),
+                "cpus": int(cpus.rstrip("+")),
+                "mem_mb": int(mem.rstrip("+")),
+                "gpus": gpu_count(gres),
+            }
+        )
     return rows
 
 
@@ -45,29 +53,38 @@ def check_settings(launcher: dict[str, Any]) -> None:
     (``signal_delay_s`` before the time limit) comes after the job starts."""
     timeout_s, delay_s = launcher["timeout_min"] * 60, launcher["signal_delay_s"]
     if timeout_s <= delay_s:
-        raise ConfigError(f"hydra.launcher.timeout_min={launcher['timeout_min']} ({timeout_s} s) must be above "
-                          f"hydra.launcher.signal_delay_s={delay_s} (SLURM signals a job to checkpoint that long "
-                          "before its time limit); raise timeout_min or lower signal_delay_s")
+        raise ConfigError(
+            f"hydra.launcher.timeout_min={launcher['timeout_min']} ({timeout_s} s) must be above "
+            f"hydra.launcher.signal_delay_s={delay_s} (SLURM signals a job to checkpoint that long "
+            "before its time limit); raise timeout_min or lower signal_delay_s"
+        )
     rows = nodes()
     valid = sorted({r["partition"] for r in rows})
     wanted = str(launcher["partition"]).split(",") if launcher.get("partition") else None
     for name in wanted or []:
         if name not in valid:
-            raise ConfigError(f"hydra.launcher.partition: no partition '{name}' on this cluster; "
-                              f"valid: {', '.join(valid)}")
+            raise ConfigError(
+                f"hydra.launcher.partition: no partition '{name}' on this cluster; valid: {', '.join(valid)}"
+            )
     where = [r for r in rows if (r["partition"] in wanted if wanted else r["default"])]
     if not where:
-        raise ConfigError(f"hydra.launcher.partition is not set and this cluster has no default partition; "
-                          f"set it to one of: {', '.join(valid)}")
+        raise ConfigError(
+            f"hydra.launcher.partition is not set and this cluster has no default partition; "
+            f"set it to one of: {', '.join(valid)}"
+        )
     label = ",".join(wanted) if wanted else "the default partition"
-    requests = (("cpus_per_task", "cpus", "CPUs", 1), ("gpus_per_node", "gpus", "GPUs", 1),
-                ("mem_gb", "mem_mb", "MB of memory", 1024))
+    requests = (
+        ("cpus_per_task", "cpus", "CPUs", 1),
+        ("gpus_per_node", "gpus", "GPUs", 1),
+        ("mem_gb", "mem_mb", "MB of memory", 1024),
+    )
     for key, column, unit, scale in requests:
         asked = launcher.get(key)
         most = max((r[column] for r in where), default=0)
         if asked is not None and asked * scale > most:
-            raise ConfigError(f"hydra.launcher.{key}={asked}: no node of {label} has that many; "
-                              f"the largest has {most} {unit}")
+            raise ConfigError(
+                f"hydra.launcher.{key}={asked}: no node of {label} has that many; the largest has {most} {unit}"
+            )
 
 
 def settle(sweep_dir: Path) -> int:

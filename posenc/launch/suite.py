@@ -35,9 +35,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from posenc.engine.config import list_options, option_class, option_file, options_where
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import write_json
+from posenc.engine.config import list_options, option_class, option_file, options_where
 from posenc.engine.results import make_unique_dir
 
 SUITE_FILE = "suite.json"
@@ -102,20 +102,41 @@ def load(name: str) -> Suite:
     except yaml.YAMLError as e:
         raise ConfigError(f"suite '{name}' is not valid YAML: {str(e).splitlines()[0]}") from None
     try:
-        sweeps = [SweepSpec(key, str(s.get("description", "")), _flat(s.get("overrides", [])), dict(s.get("select") or {}),
-                            str(s.get("table") or ""), {str(k): str(v) for k, v in (s.get("controls") or {}).items()})
-                  for key, s in node["sweeps"].items()]
-        return Suite(name, str(node.get("description", "")), [int(s) for s in node["seeds"]],
-                     str(node.get("launcher", "basic")), _flat(node.get("launcher_overrides", [])), sweeps)
+        sweeps = [
+            SweepSpec(
+                key,
+                str(s.get("description", "")),
+                _flat(s.get("overrides", [])),
+                dict(s.get("select") or {}),
+                str(s.get("table") or ""),
+                {str(k): str(v) for k, v in (s.get("controls") or {}).items()},
+            )
+            for key, s in node["sweeps"].items()
+        ]
+        return Suite(
+            name,
+            str(node.get("description", "")),
+            [int(s) for s in node["seeds"]],
+            str(node.get("launcher", "basic")),
+            _flat(node.get("launcher_overrides", [])),
+            sweeps,
+        )
     except (KeyError, TypeError, AttributeError) as e:
-        raise ConfigError(f"configs/suite/{name}.yaml: malformed ({type(e).__name__}: {e}); it needs "
-                          "seeds and sweeps: {name: {overrides: [...]}}") from None
+        raise ConfigError(
+            f"configs/suite/{name}.yaml: malformed ({type(e).__name__}: {e}); it needs "
+            "seeds and sweeps: {name: {overrides: [...]}}"
+        ) from None
 
 
 def _facts(group: str) -> list[str]:
     """The facts the classes of a group declare (``ClassVar`` attributes: ``ndim``, ``encodes``, …)."""
-    found = {name for option in list_options(group) for cls in option_class(group, option).__mro__
-             for name, hint in vars(cls).get("__annotations__", {}).items() if "ClassVar" in str(hint)}
+    found = {
+        name
+        for option in list_options(group)
+        for cls in option_class(group, option).__mro__
+        for name, hint in vars(cls).get("__annotations__", {}).items()
+        if "ClassVar" in str(hint)
+    }
     return sorted(found)
 
 
@@ -136,8 +157,9 @@ def selected(group: str, selector: Any, where: str) -> list[str]:
                     raise ConfigError(f"{where}: {group} classes have no fact '{key}'; valid: {', '.join(facts)}")
             names |= set(options_where(group, lambda c: all(getattr(c, k, None) == v for k, v in item.items())))
         else:
-            raise ConfigError(f"{where}: select {group} takes facts ({{ndim: 1}}), option names or a list of them, "
-                              f"not {item!r}")
+            raise ConfigError(
+                f"{where}: select {group} takes facts ({{ndim: 1}}), option names or a list of them, not {item!r}"
+            )
     if not names:
         raise ConfigError(f"{where}: select {group} {selector} matches no option")
     return [n for n in options if n in names]
@@ -148,12 +170,18 @@ def model_size(job: Sequence[str]) -> dict[str, Any]:
     from posenc.engine.config import compose
 
     cfg = compose(job)
-    return {"name": cfg.choices.model, **{k: cfg.model[k] for k in ("d_model", "n_layers", "n_heads") if k in cfg.model},
-            "steps": cfg.train.steps, "seq_len": cfg.train.seq_len, "pe_lr_scale": cfg.train.get("pe_lr_scale", 1.0)}
+    return {
+        "name": cfg.choices.model,
+        **{k: cfg.model[k] for k in ("d_model", "n_layers", "n_heads") if k in cfg.model},
+        "steps": cfg.train.steps,
+        "seq_len": cfg.train.seq_len,
+        "pe_lr_scale": cfg.train.get("pe_lr_scale", 1.0),
+    }
 
 
-def plan(suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None,
-         extra: Sequence[str] = ()) -> list[PlannedSweep]:
+def plan(
+    suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None, extra: Sequence[str] = ()
+) -> list[PlannedSweep]:
     """Every sweep of the suite with its jobs, each composed and built (``check_jobs``), so that
     a mistake stops the suite before any job runs. ``only`` picks sweeps by name; ``extra``
     overrides go to every sweep (after the suite's own, so they win)."""
@@ -192,17 +220,29 @@ def plan_table(planned: Sequence[PlannedSweep]) -> pd.DataFrame:
     for p in planned:
         for num, job in enumerate(p.jobs):
             values = dict(o.split("=", 1) for o in job if "=" in o)
-            rows.append({"sweep": p.spec.name, "job": num, "pe": values.get("pe", ""), "seed": int(values["seed"]),
-                         "task": values.get("task", ""), "overrides": " ".join(job)})
+            rows.append(
+                {
+                    "sweep": p.spec.name,
+                    "job": num,
+                    "pe": values.get("pe", ""),
+                    "seed": int(values["seed"]),
+                    "task": values.get("task", ""),
+                    "overrides": " ".join(job),
+                }
+            )
     return pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
 
 
 def machine() -> dict[str, Any]:
     import torch
 
-    return {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "python": platform.python_version(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    return {
+        "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
 
 
 def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: str) -> Path:
@@ -215,14 +255,31 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
         p.overrides.append(shared)
         for job in p.jobs:
             job.append(shared)
-    write_json(path / SUITE_FILE, {
-        "suite": suite.name, "description": suite.description, "launcher": launcher,
-        "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
-        "sweeps": {p.spec.name: {"description": p.spec.description, "overrides": p.overrides, "model": p.model,
-                                 "table": p.spec.table, "controls": p.spec.controls,
-                                 "jobs": len(p.jobs), "dir": None, "seconds": None} for p in planned},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "seconds": None,
-    })
+    write_json(
+        path / SUITE_FILE,
+        {
+            "suite": suite.name,
+            "description": suite.description,
+            "launcher": launcher,
+            "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
+            "sweeps": {
+                p.spec.name: {
+                    "description": p.spec.description,
+                    "overrides": p.overrides,
+                    "model": p.model,
+                    "table": p.spec.table,
+                    "controls": p.spec.controls,
+                    "jobs": len(p.jobs),
+                    "dir": None,
+                    "seconds": None,
+                }
+                for p in planned
+            },
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": machine(),
+            "seconds": None,
+        },
+    )
     return path
 
 
@@ -266,9 +323,14 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
         folder = Path(suite_dir) / sweep["dir"]
         main = long_table(folder)
         # the experiment's own settings (extrapolation.factor) stay: the report reads them
-        constant = [c for c in main.columns if c.split(".")[0] in ("model", "train", "eval", "task", "experiment")
-                    and c not in ("task", "status") and c in _override_keys(sweep["overrides"])
-                    and main[c].nunique(dropna=False) <= 1]
+        constant = [
+            c
+            for c in main.columns
+            if c.split(".")[0] in ("model", "train", "eval", "task", "experiment")
+            and c not in ("task", "status")
+            and c in _override_keys(sweep["overrides"])
+            and main[c].nunique(dropna=False) <= 1
+        ]
         constant += [c for c in ("cache_dir",) if c in main]  # where the models were cached: not a result
         into = sweep.get("table") or name
         _join(tables, into, main.drop(columns=constant + ["job"]))
@@ -285,7 +347,6 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
 
 def _join(tables: dict[str, pd.DataFrame], name: str, rows: pd.DataFrame) -> None:
     tables[name] = pd.concat([tables[name], rows], ignore_index=True) if name in tables else rows
-
 
 
 def _override_keys(overrides: Sequence[str]) -> set[str]:

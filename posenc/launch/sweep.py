@@ -34,10 +34,10 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from posenc.analysis.stats import aggregate
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import write_json, write_table
 from posenc.engine.results import RunDir, make_unique_dir
-from posenc.analysis.stats import aggregate
 
 SWEEP_FILE = "sweep.json"
 SCHEMA_WARNING = r"(?s).*is validated against ConfigStore schema"
@@ -91,15 +91,18 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
     valid = launchers()
     if launcher in PLUGIN_LAUNCHERS and not _plugin_installed(launcher):
         module, extra = PLUGIN_LAUNCHERS[launcher]
-        raise ConfigError(f"launcher '{launcher}' needs the '{extra}' extra ({module.split('.')[1]} is not installed): "
-                          f"pip install 'posenc[{extra}]' (or -e \".[{extra}]\" in a checkout)")
+        raise ConfigError(
+            f"launcher '{launcher}' needs the '{extra}' extra ({module.split('.')[1]} is not installed): "
+            f"pip install 'posenc[{extra}]' (or -e \".[{extra}]\" in a checkout)"
+        )
     if launcher not in valid:
         raise ConfigError(f"unknown launcher '{launcher}'; valid: {', '.join(valid)}")
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="posenc.configs", version_base="1.3"), quiet_schema_matching():
-            cfg = hydra_compose("config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides],
-                                return_hydra_config=True)
+            cfg = hydra_compose(
+                "config", overrides=[f"hydra/launcher={launcher}", *hydra_overrides], return_hydra_config=True
+            )
     except Exception as e:  # Hydra raises several types; all mean an override that does not apply
         raise ConfigError(f"launcher {launcher}: {str(e).strip().splitlines()[0]}") from None
     finally:
@@ -107,8 +110,10 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
     if launcher == "submitit_slurm":
         missing = [c for c in ("sbatch", "srun", "sinfo") if shutil.which(c) is None]
         if missing:
-            raise ConfigError(f"launcher 'submitit_slurm' needs SLURM, but '{missing[0]}' is not on PATH; "
-                              "on this machine use basic, joblib or submitit_local")
+            raise ConfigError(
+                f"launcher 'submitit_slurm' needs SLURM, but '{missing[0]}' is not on PATH; "
+                "on this machine use basic, joblib or submitit_local"
+            )
         from posenc.launch.slurm import check_settings
 
         check_settings(OmegaConf.to_container(cfg.hydra.launcher, resolve=False))
@@ -157,10 +162,16 @@ def create(root: Path, overrides: Sequence[str], launcher: str, jobs: Sequence[S
     """A new sweep folder under ``<root>/sweeps/`` holding ``sweep.json``."""
     slug = "-".join(o.split("=")[0].replace("/", ".") for o in overrides if "," in o) or "sweep"
     path = make_unique_dir(Path(root) / "sweeps", f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"[:120])
-    write_json(path / SWEEP_FILE, {
-        "launcher": launcher, "overrides": list(overrides), "jobs": [list(j) for j in jobs],
-        "results_root": str(Path(root).resolve()), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
+    write_json(
+        path / SWEEP_FILE,
+        {
+            "launcher": launcher,
+            "overrides": list(overrides),
+            "jobs": [list(j) for j in jobs],
+            "results_root": str(Path(root).resolve()),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    )
     return path
 
 
@@ -303,11 +314,23 @@ def stats_table(sweep_dir: Path) -> pd.DataFrame:
     table = long_table(sweep_dir)
     override_keys = list(_override_columns(sweep["jobs"][0]) if sweep["jobs"] else {})
     # float scores and pass/fail flags (a flag's mean is the fraction of seeds where it holds)
-    metrics = [c for c in table.columns if c not in override_keys and c not in ("job", "status") and c != "seed"
-               and (pd.api.types.is_float_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]))]
+    metrics = [
+        c
+        for c in table.columns
+        if c not in override_keys
+        and c not in ("job", "status")
+        and c != "seed"
+        and (pd.api.types.is_float_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]))
+    ]
     # table columns that tell one run's rows apart (a length, a scaling method) are kept as keys
-    identity = [c for c in table.columns if c not in override_keys and c not in metrics
-                and c not in ("job", "status", "seed") and (table.groupby("job")[c].nunique() > 1).any()]
+    identity = [
+        c
+        for c in table.columns
+        if c not in override_keys
+        and c not in metrics
+        and c not in ("job", "status", "seed")
+        and (table.groupby("job")[c].nunique() > 1).any()
+    ]
     # a table's own key column named like an output column of ``aggregate`` (the extrapolation
     # table's ``metric``: bpb or ppl) is renamed, so that both stay readable
     taken = ("metric", "n", "mean", "std", "ci95_low", "ci95_high", "failed")

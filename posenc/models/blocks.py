@@ -171,13 +171,18 @@ def toeplitz_bias_attention(
         stop = min(start + chunk, s)
         end = stop if causal else s  # keys j < end are j' >= s − end
         mask = table.as_strided((1, n_h, stop - start, end), (0, head_stride, 1, 1), offset + start + s - end)
-        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end:], v[:, :, s - end:], mask))
+        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end :], v[:, :, s - end :], mask))
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 
 def distance_rows_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pe: PositionScheme, positions: torch.Tensor,
-    chunk: int, causal: bool = True,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pe: PositionScheme,
+    positions: torch.Tensor,
+    chunk: int,
+    causal: bool = True,
 ) -> torch.Tensor | None:
     """SDPA over ``chunk`` queries at a time with the bias rows of ``pe.distance_rows`` for
     contiguous (s,) positions; None when the scheme has none.
@@ -191,8 +196,11 @@ def distance_rows_attention(
     """
     _, n_h, s, _ = q.shape
     k, v = k.flip(2), v.flip(2)  # (b, n_h, s, h_d), key j' = s − 1 − j
-    buffer = None if torch.is_grad_enabled() else torch.empty(n_h * chunk * (s + chunk - 1), device=q.device,
-                                                                   dtype=torch.float32)
+    buffer = (
+        None
+        if torch.is_grad_enabled()
+        else torch.empty(n_h * chunk * (s + chunk - 1), device=q.device, dtype=torch.float32)
+    )
     out = []
     for start in range(0, s, chunk):
         stop = min(start + chunk, s)
@@ -208,7 +216,7 @@ def distance_rows_attention(
             rows[..., :-first] = float("-inf")  # distances below 0: keys after the query
         width = rows.shape[-1]
         mask = rows.as_strided((1, rows.shape[0], c, end), (0, c * width, width + 1, 1), rows.storage_offset())
-        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end:], v[:, :, s - end:], mask))
+        out.append(bias_attention(q[:, :, start:stop], k[:, :, s - end :], v[:, :, s - end :], mask))
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 
@@ -228,8 +236,14 @@ _BLOCK_MASKS: dict[tuple[int, str], Any] = {}  # causal block masks by (length, 
 _COMPILED_FLEX: list[Any] = []  # torch.compile(flex_attention), built on first use
 
 
-def flex_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | ScoreMod,
-                        causal: bool, compiled: bool | None = None) -> torch.Tensor:
+def flex_bias_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    bias: torch.Tensor | ScoreMod,
+    causal: bool,
+    compiled: bool | None = None,
+) -> torch.Tensor:
     """softmax(q·kᵀ/√h_d + bias)·v through ``flex_attention``, the bias added inside its score_mod:
     a scheme's own score_mod (``pe.score_mod``), or a full (…, n_h, s, s) bias read there; causal
     masking is a block mask, so masked blocks are skipped. q, k, v are (b, n_h, s, h_d).
@@ -257,11 +271,14 @@ def full_score_mod(bias: torch.Tensor) -> ScoreMod:
     """The score_mod adding a full (…, n_h, s, s) bias (leading dims 1 or the batch)."""
     full = bias.reshape(-1, *bias.shape[-3:])  # (1 or b, n_h, s, s)
     if full.shape[0] == 1:
+
         def score_mod(score, batch, head, i, j):
             return score + full[0, head, i, j]
     else:
+
         def score_mod(score, batch, head, i, j):
             return score + full[batch, head, i, j]
+
     return score_mod
 
 
@@ -272,10 +289,10 @@ def key_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_bi
     """
     b, n_h, s, h_d = q.shape
     beta = key_bias.to(q.dtype).expand(b, n_h, 1, s).transpose(-1, -2)  # (b, n_h, s, 1)
-    q = torch.cat((q, torch.full_like(beta, h_d ** 0.5)), dim=-1)  # (b, n_h, s, h_d+1)
+    q = torch.cat((q, torch.full_like(beta, h_d**0.5)), dim=-1)  # (b, n_h, s, h_d+1)
     k = torch.cat((k, beta), dim=-1)  # (b, n_h, s, h_d+1)
     v = torch.cat((v, torch.zeros_like(beta)), dim=-1)  # (b, n_h, s, h_d+1): fused kernels want one h_d
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=h_d ** -0.5)[..., :h_d]
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=h_d**-0.5)[..., :h_d]
 
 
 class Attention(nn.Module):
@@ -362,7 +379,15 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(dim, norm_eps)
         self.mlp = SwiGLU(dim, mlp_hidden, mlp_bias)
 
-    def forward(self, x: torch.Tensor, pe: PositionScheme, rotation: Any, bias: torch.Tensor | None, causal: bool,
-                positions: torch.Tensor | None = None, chunk: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        pe: PositionScheme,
+        rotation: Any,
+        bias: torch.Tensor | None,
+        causal: bool,
+        positions: torch.Tensor | None = None,
+        chunk: int | None = None,
+    ) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk)
         return x + self.mlp(self.mlp_norm(x))

@@ -48,8 +48,10 @@ def scale_from_hf_config(config: Any) -> NoScale:
     names = scale_parameters(cls)
     if not names:
         return cls()
-    lengths = {"max_position_embeddings": max_len,
-               "original_max_position_embeddings": params.get("original_max_position_embeddings", max_len)}
+    lengths = {
+        "max_position_embeddings": max_len,
+        "original_max_position_embeddings": params.get("original_max_position_embeddings", max_len),
+    }
     original = lengths[cls.hf_trained_length]
     factor = params.get("factor") or max_len / original  # yarn and longrope infer it when absent
     given = {n: params[n] for n in names if params.get(n) is not None and n not in ("factor", "original_length")}
@@ -90,10 +92,17 @@ def _follow_length(scale: NoScale):
 
 
 # posenc block module -> Llama decoder-layer module
-LLAMA_PARTS = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
-               "attn.q": "self_attn.q_proj", "attn.k": "self_attn.k_proj", "attn.v": "self_attn.v_proj",
-               "attn.o": "self_attn.o_proj", "mlp.gate": "mlp.gate_proj", "mlp.up": "mlp.up_proj",
-               "mlp.down": "mlp.down_proj"}
+LLAMA_PARTS = {
+    "attn_norm": "input_layernorm",
+    "mlp_norm": "post_attention_layernorm",
+    "attn.q": "self_attn.q_proj",
+    "attn.k": "self_attn.k_proj",
+    "attn.v": "self_attn.v_proj",
+    "attn.o": "self_attn.o_proj",
+    "mlp.gate": "mlp.gate_proj",
+    "mlp.up": "mlp.up_proj",
+    "mlp.down": "mlp.down_proj",
+}
 
 
 def llama_names(lm: CausalLM) -> dict[str, str]:
@@ -158,7 +167,8 @@ def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> 
     """A copy of a default-RoPE model's Hugging Face ``config`` whose RoPE settings give ``scale``'s
     frequencies, for a checkpoint fine-tuned at ``length`` tokens (``scale_from_hf_config`` reads
     them back to the same scale); PI on a shipped linear scaling is one linear factor, the
-    product; any other scale on a shipped rescaling raises ConfigError. Parameters go by their Hugging Face names (the scale's fields);
+    product; any other scale on a shipped rescaling raises ConfigError. Parameters go by their Hugging Face names
+    (the scale's fields);
     the trained length to ``max_position_embeddings`` where Hugging Face reads it there (linear,
     dynamic), else to ``original_max_position_embeddings`` with ``max_position_embeddings`` the
     factor times it. Static NTK has no ``rope_type``: it is the default RoPE with a larger θ."""
@@ -167,8 +177,10 @@ def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> 
         return out
     stacked = params["rope_type"] == "linear" and isinstance(scale, PI)  # one linear factor: the product
     if params["rope_type"] != "default" and not stacked:
-        raise ConfigError(f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
-                          f"'{params['rope_type']}' in one Hugging Face config")
+        raise ConfigError(
+            f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
+            f"'{params['rope_type']}' in one Hugging Face config"
+        )
     if not isinstance(scale, RopeScale) or (scale.hf_rope_type is None and not isinstance(scale, NTK)):
         raise ConfigError(f"scale '{type(scale).__name__}' has no Hugging Face rope_type")
     theta, factor = float(params["rope_theta"]), scale.factor_for(length)
@@ -179,8 +191,11 @@ def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> 
     elif isinstance(scale, NTK):  # the NTK base, θ · s^(r/(r−2))
         new.update(rope_type="default", rope_theta=theta * factor ** (rot_dim / (rot_dim - 2)))
     else:
-        given = {n: getattr(scale, n) for n in scale_parameters(type(scale))
-                 if n not in ("factor", "original_length") and getattr(scale, n) is not None}
+        given = {
+            n: getattr(scale, n)
+            for n in scale_parameters(type(scale))
+            if n not in ("factor", "original_length") and getattr(scale, n) is not None
+        }
         new.update(rope_type=scale.hf_rope_type, rope_theta=theta, factor=factor, **given)
         if scale.hf_trained_length == "max_position_embeddings":
             max_pos = scale.original_length
@@ -215,8 +230,9 @@ def save_hf_llama(lm: CausalLM, config: Any, tokenizer: Any, folder: Path) -> Pa
     params = _rope_parameters(config)
     data = json.loads((partial / "config.json").read_text())
     data["rope_theta"] = params["rope_theta"]
-    data["rope_scaling"] = None if params["rope_type"] == "default" else {
-        k: v for k, v in params.items() if k != "rope_theta"}
+    data["rope_scaling"] = (
+        None if params["rope_type"] == "default" else {k: v for k, v in params.items() if k != "rope_theta"}
+    )
     (partial / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     save_file(to_hf_llama_state(lm), partial / "model.safetensors", metadata={"format": "pt"})
     tokenizer.save_pretrained(partial)

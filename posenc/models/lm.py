@@ -45,8 +45,9 @@ def chunked_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.
             continue
         logits = (h @ weight.T).float()  # (b, c, V)
         # rows of (b·c, V): a transposed (b, V, c) input costs log_softmax a (b, c, V) copy more
-        out[:, i : i + chunk] = F.cross_entropy(logits.flatten(0, 1), t.flatten(),
-                                                ignore_index=IGNORE_INDEX, reduction="none").view(logits.shape[:2])
+        out[:, i : i + chunk] = F.cross_entropy(
+            logits.flatten(0, 1), t.flatten(), ignore_index=IGNORE_INDEX, reduction="none"
+        ).view(logits.shape[:2])
     return out
 
 
@@ -89,8 +90,10 @@ class CausalLM(nn.Module):
         if n_heads % n_kv_heads:
             raise ConfigError(f"model.n_heads={n_heads} is not divisible by model.n_kv_heads={n_kv_heads}")
         if pe.ndim != 1:
-            raise ConfigError(f"pe '{type(pe).__name__}' is a 2D scheme for image patches; the causal LM takes "
-                              f"a 1D scheme" + (f", e.g. pe={pe.counterpart}" if pe.counterpart else " (posenc list pe)"))
+            raise ConfigError(
+                f"pe '{type(pe).__name__}' is a 2D scheme for image patches; the causal LM takes "
+                f"a 1D scheme" + (f", e.g. pe={pe.counterpart}" if pe.counterpart else " (posenc list pe)")
+            )
         self.pe = pe
         self.causal = causal  # False: a bidirectional encoder (permutation tests, `posenc order`)
         self.vocab_size, self.d_model, self.n_heads, self.head_dim = vocab_size, d_model, n_heads, head_dim
@@ -113,7 +116,9 @@ class CausalLM(nn.Module):
             return min(self.bias_chunk, seq_len)
         return min(seq_len, max(1, BIAS_BLOCK_ELEMENTS // (batch * self.n_heads * seq_len)))
 
-    def attention_bias(self, positions: torch.Tensor, batch: int, dtype: torch.dtype) -> tuple[torch.Tensor | None, int]:
+    def attention_bias(
+        self, positions: torch.Tensor, batch: int, dtype: torch.dtype
+    ) -> tuple[torch.Tensor | None, int]:
         """The bias every layer shares and the query chunk size: a per-key (…, n_h, 1, s) bias when
         the scheme has one and it is exact (float32 or wider, non-decreasing positions), else a full
         (…, n_h, s, s) bias at short lengths, else None and chunks built inside attention."""
@@ -126,8 +131,14 @@ class CausalLM(nn.Module):
         chunk = self.attention_chunk(batch, s)
         return (self.pe.bias(positions, positions) if chunk == s else None), chunk  # (…, n_h, s, s)
 
-    def forward(self, idx: torch.Tensor, positions: torch.Tensor | None = None,
-                targets: torch.Tensor | None = None, chunk: int = 1024, last: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        targets: torch.Tensor | None = None,
+        chunk: int = 1024,
+        last: int | None = None,
+    ) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
 
         Without explicit positions a model in training mode whose scheme has ``randomized`` set

@@ -62,22 +62,26 @@ def require_hf(gguf: bool = False) -> None:
 
 
 def _offline() -> bool:
-    return any(os.environ.get(k, "").lower() in ("1", "true", "yes", "on")
-               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(k, "").lower() in ("1", "true", "yes", "on") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def _check_hub(repo_id: str, timeout: float = 5.0) -> None:
     if _offline():
-        raise UserError(f"--model '{repo_id}' is a hub id, but the hub is offline (HF_HUB_OFFLINE is set); "
-                        "give a local folder or .gguf file")
+        raise UserError(
+            f"--model '{repo_id}' is a hub id, but the hub is offline (HF_HUB_OFFLINE is set); "
+            "give a local folder or .gguf file"
+        )
     from huggingface_hub import HfApi
 
     try:
         HfApi().model_info(repo_id, timeout=timeout)
     except Exception as e:  # no network, unknown id, gated repo: all mean it cannot be loaded
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"--model '{repo_id}': cannot reach it on the hub ({reason}); "
-                        "give a local folder or .gguf file") from None
+        raise UserError(
+            f"--model '{repo_id}': cannot reach it on the hub ({reason}); give a local folder or .gguf file"
+        ) from None
 
 
 def resolve_source(spec: str) -> Source:
@@ -89,8 +93,10 @@ def resolve_source(spec: str) -> Source:
         if not (path / "config.json").is_file():
             raise UserError(f"--model folder '{spec}' has no config.json; give a Hugging Face checkpoint folder")
         if not any((path / f).is_file() for f in TOKENIZER_FILES):
-            raise UserError(f"--model folder '{spec}' has no tokenizer ({', '.join(TOKENIZER_FILES)}); "
-                            "save the tokenizer beside the weights")
+            raise UserError(
+                f"--model folder '{spec}' has no tokenizer ({', '.join(TOKENIZER_FILES)}); "
+                "save the tokenizer beside the weights"
+            )
         return Source("folder", str(path))
     if path.is_file():
         if path.suffix != ".gguf":
@@ -98,8 +104,9 @@ def resolve_source(spec: str) -> Source:
         require_hf(gguf=True)
         return Source("gguf", str(path.parent), path.name)
     if spec.endswith(".gguf") or not HUB_ID.match(spec):
-        raise UserError(f"--model '{spec}' does not exist; give a checkpoint folder, a .gguf file or a hub id "
-                        "(owner/name)")
+        raise UserError(
+            f"--model '{spec}' does not exist; give a checkpoint folder, a .gguf file or a hub id (owner/name)"
+        )
     require_hf()
     _check_hub(spec)
     return Source("hub", spec)
@@ -115,11 +122,15 @@ def read_config(source: Source) -> Any:
         raise UserError(f"--model '{source.path}': cannot read its config ({str(e).splitlines()[0]})") from None
     kind = getattr(config, "model_type", None)
     if kind not in SUPPORTED_TYPES:
-        raise UserError(f"--model '{source.name}' is a '{kind}' model; supported: Llama family "
-                        f"(model_type {', '.join(SUPPORTED_TYPES)}; SmolLM is llama)")
+        raise UserError(
+            f"--model '{source.name}' is a '{kind}' model; supported: Llama family "
+            f"(model_type {', '.join(SUPPORTED_TYPES)}; SmolLM is llama)"
+        )
     if getattr(config, "sliding_window", None):
-        raise UserError(f"--model '{source.name}' uses a sliding window of {config.sliding_window} tokens; "
-                        "supported: full attention (Llama, Mistral without sliding_window)")
+        raise UserError(
+            f"--model '{source.name}' uses a sliding window of {config.sliding_window} tokens; "
+            "supported: full attention (Llama, Mistral without sliding_window)"
+        )
     return config
 
 
@@ -168,8 +179,9 @@ def quiet_gguf_bar() -> Iterator[None]:
             gguf_utils.tqdm = bar
 
 
-def load_pretrained(source: Source, config: Any, dtype: torch.dtype = torch.float32,
-                    device: torch.device | str = "cpu") -> Pretrained:
+def load_pretrained(
+    source: Source, config: Any, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+) -> Pretrained:
     """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
     rotary frequencies and cos/sin stay float32 (``RoPE._apply``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

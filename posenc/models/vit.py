@@ -30,8 +30,9 @@ from posenc.pe.resample import MODES, as_grid, resample_grid
 def check_image_size(size: int, patch_size: int, where: str = "task.resolution") -> int:
     """The patch-grid side of a ``size`` px image; a size not divisible by the patch is a mistake."""
     if size < patch_size or size % patch_size:
-        raise ConfigError(f"{where}={size} is not divisible by model.patch_size={patch_size}; "
-                          f"use a multiple of {patch_size}")
+        raise ConfigError(
+            f"{where}={size} is not divisible by model.patch_size={patch_size}; use a multiple of {patch_size}"
+        )
     return size // patch_size
 
 
@@ -69,7 +70,8 @@ class ViT(nn.Module):
         if isinstance(pe, LearnedPE) and pe.max_positions < self.num_prefix_tokens + side * side:
             raise ConfigError(
                 f"the learned table has {pe.max_positions} rows, the ViT needs {self.num_prefix_tokens + side * side} "
-                f"({self.num_prefix_tokens} cls + {side}x{side} patches); set pe.max_len={self.num_prefix_tokens + side * side}"
+                f"({self.num_prefix_tokens} cls + {side}x{side} patches); set "
+                f"pe.max_len={self.num_prefix_tokens + side * side}"
             )
         self.patch = nn.Conv2d(in_channels, d_model, kernel_size=patch_size, stride=patch_size)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if pool == "cls" else None
@@ -138,14 +140,22 @@ class ViT(nn.Module):
         """
         valid = self.pe.grid_methods
         if method not in valid:
-            raise ConfigError(f"method '{method}' does not apply to pe {type(self.pe).__name__}; valid: {', '.join(valid)}")
+            raise ConfigError(
+                f"method '{method}' does not apply to pe {type(self.pe).__name__}; valid: {', '.join(valid)}"
+            )
         new = as_grid(check_image_size(image_size, self.patch_size, "resolution"))
         if method in MODES and new != self.grid:
             pe, n_prefix = self.pe, self.num_prefix_tokens
             if isinstance(pe, LearnedPE):
                 with torch.no_grad():
-                    table = resample_grid(pe.table[: n_prefix + self.grid[0] * self.grid[1]], new, old_grid=self.grid,
-                                          num_prefix_tokens=n_prefix, mode=method, antialias=antialias)
+                    table = resample_grid(
+                        pe.table[: n_prefix + self.grid[0] * self.grid[1]],
+                        new,
+                        old_grid=self.grid,
+                        num_prefix_tokens=n_prefix,
+                        mode=method,
+                        antialias=antialias,
+                    )
                 pe.table = nn.Parameter(table)
                 pe.max_positions = table.shape[0]
             else:

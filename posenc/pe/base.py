@@ -102,8 +102,9 @@ class PositionScheme(nn.Module):
         vector; None (the default) when it is not, and attention builds ``bias`` per block."""
         return None
 
-    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor,
-                      out: torch.Tensor | None = None) -> torch.Tensor | None:
+    def distance_rows(
+        self, q_positions: torch.Tensor, distances: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
         """(n_h, s_q, n) bias of each query at (s_q,) integer positions p against the key at p − d,
         for each of the (n,) signed distances d, when the scheme can compute that faster than
         ``bias`` blocks (a bias of i − j per query row, as FIRE's past its threshold); else None

@@ -18,7 +18,6 @@ from torch import nn
 from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme, relative_distance, toeplitz_distances
 
-
 EPS = 1e-6  # added to the normaliser
 
 
@@ -27,8 +26,9 @@ def fire_psi(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return torch.log1p((c * x).abs())
 
 
-def fire_inputs(q_positions: torch.Tensor, k_positions: torch.Tensor, c: torch.Tensor,
-                threshold: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+def fire_inputs(
+    q_positions: torch.Tensor, k_positions: torch.Tensor, c: torch.Tensor, threshold: torch.Tensor, eps: float = EPS
+) -> torch.Tensor:
     """(…, s_q, s_k) MLP inputs ψ(|i − j|) / ψ(max(i, L)) with ψ(x) = log(|c·x| + 1)."""
     distance = relative_distance(q_positions, k_positions).abs().float()  # (…, s_q, s_k)
     normaliser = torch.maximum(q_positions.float(), threshold)[..., :, None]  # (…, s_q, 1)
@@ -65,9 +65,13 @@ def fire_mlp_segments(mlp: nn.Sequential) -> tuple[torch.Tensor, torch.Tensor, t
     return knots, slope.T, intercept.T
 
 
-def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Tensor,
-                  segments: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-                  out: torch.Tensor | None = None) -> torch.Tensor:
+def fire_mlp_rows(
+    distance: torch.Tensor,
+    c: torch.Tensor,
+    normaliser: torch.Tensor,
+    segments: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """mlp(ψ(|d_t|) / N_r) of (n,) integer distances and (s_q,) normalisers N > 0 -> (n_h, s_q, n),
     given the MLP's ``segments`` (``fire_mlp_segments``), with no (s_q, n, width) hidden layer;
     written into ``out`` when given (no gradient then: ``out=`` has none).
@@ -83,8 +87,12 @@ def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Ten
     low = torch.bucketize(psi.detach() * inv.min().detach(), knots)  # (n,) segment of the lowest input
     high = torch.bucketize(psi.detach() * inv.max().detach(), knots)  # (n,) and of the highest
     # index_select: advanced indexing is several times slower for these small gathers
-    out = torch.addcmul(intercept.index_select(1, low)[:, None, :], (slope.index_select(1, low) * psi)[:, None, :],
-                        inv[None, :, None], out=out)  # (n_h, s_q, n)
+    out = torch.addcmul(
+        intercept.index_select(1, low)[:, None, :],
+        (slope.index_select(1, low) * psi)[:, None, :],
+        inv[None, :, None],
+        out=out,
+    )  # (n_h, s_q, n)
     cols = (low != high).nonzero()[:, 0]  # (m,) distances whose rows straddle knots low..high-1
     if not len(cols):
         return out
@@ -96,7 +104,9 @@ def fire_mlp_rows(distance: torch.Tensor, c: torch.Tensor, normaliser: torch.Ten
     heads = new_run.nonzero()[:, 0]  # first straddling column of each run
     tails = torch.cat((heads[1:], heads.new_tensor([len(cols)]))) - 1  # and its last
     d_intercept, d_slope = intercept.diff(dim=1), slope.diff(dim=1)  # (n_h, k) step at each knot
-    for a, b, first, last in zip(cols[heads].tolist(), (cols[tails] + 1).tolist(), lo[heads].tolist(), hi[heads].tolist()):
+    for a, b, first, last in zip(
+        cols[heads].tolist(), (cols[tails] + 1).tolist(), lo[heads].tolist(), hi[heads].tolist()
+    ):
         x = psi[a:b] * inv[:, None]  # (s_q, w), the inputs bucketize would see
         for k in range(first, last):
             step = torch.addcmul(d_intercept[:, k, None, None], d_slope[:, k, None, None], x)  # (n_h, s_q, w)
@@ -153,8 +163,9 @@ class FirePE(PositionScheme):
         x = fire_inputs(q_positions, k_positions, self.c, threshold)  # (…, s_q, s_k)
         return self.mlp(x[..., None]).movedim(-1, -3)  # (…, n_h, s_q, s_k)
 
-    def distance_rows(self, q_positions: torch.Tensor, distances: torch.Tensor,
-                      out: torch.Tensor | None = None) -> torch.Tensor | None:
+    def distance_rows(
+        self, q_positions: torch.Tensor, distances: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
         if q_positions.dim() != 1 or q_positions.is_floating_point():
             return None
         normaliser = fire_psi(torch.maximum(q_positions.float(), self.threshold), self.c) + EPS  # (s_q,)

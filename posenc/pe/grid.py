@@ -23,7 +23,6 @@ COORDINATE_METHODS = ("extrapolate", "interpolate")
 METHODS = (*MODES, "clip", *COORDINATE_METHODS, "none")
 
 
-
 def patch_positions(grid: int | tuple[int, int], device: torch.device | str | None = None) -> torch.Tensor:
     """(H·W, 2) integer (row, col) of every patch in raster order."""
     h, w = as_grid(grid)
@@ -31,8 +30,9 @@ def patch_positions(grid: int | tuple[int, int], device: torch.device | str | No
     return torch.stack((rows.flatten(), cols.flatten()), dim=-1)  # (H·W, 2)
 
 
-def interpolated_positions(grid: int | tuple[int, int], trained: int | tuple[int, int],
-                           device: torch.device | str | None = None) -> torch.Tensor:
+def interpolated_positions(
+    grid: int | tuple[int, int], trained: int | tuple[int, int], device: torch.device | str | None = None
+) -> torch.Tensor:
     """(H·W, 2) float (row, col) of a new grid's patch centres on the trained grid.
 
     Centre to centre, as ``F.interpolate(align_corners=False)`` maps pixels: i -> (i + ½)·H₀/H − ½.

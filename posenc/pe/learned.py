@@ -21,8 +21,9 @@ class LearnedPE(PositionScheme):
     counterpart = "learned2d"
     grid_methods = MODES  # on the ViT: a table over the raster order, resampled like a grid
 
-    def __init__(self, dim: int, max_len: int, init_std: float = 0.02, randomized: bool = False,
-                 randomized_max: int = 2048) -> None:
+    def __init__(
+        self, dim: int, max_len: int, init_std: float = 0.02, randomized: bool = False, randomized_max: int = 2048
+    ) -> None:
         super().__init__()
         self.max_positions = max_len
         self.table = nn.Parameter(torch.randn(max_len, dim) * init_std)

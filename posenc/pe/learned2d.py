@@ -15,7 +15,6 @@ from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionOutOfRange, PositionScheme
 from posenc.pe.resample import MODES, resample_grid
 
-
 COMBINE = ("concat", "sum")
 
 
@@ -34,8 +33,10 @@ class LearnedPE2D(PositionScheme):
         if combine not in COMBINE:
             raise ConfigError(f"pe.combine '{combine}' is not a way to combine the tables; valid: {', '.join(COMBINE)}")
         if combine == "concat" and dim % 2:
-            raise ConfigError(f"pe.combine=concat needs an even width (two tables of D/2), got {dim}; "
-                              "use pe.combine=sum or an even model.d_model")
+            raise ConfigError(
+                f"pe.combine=concat needs an even width (two tables of D/2), got {dim}; "
+                "use pe.combine=sum or an even model.d_model"
+            )
         self.combine = combine
         width = dim // 2 if combine == "concat" else dim
         self.rows = nn.Parameter(torch.randn(grid, width) * init_std)
@@ -63,7 +64,9 @@ class LearnedPE2D(PositionScheme):
     def resample_(self, new_grid: tuple[int, int], mode: str = "bicubic", antialias: bool | None = None) -> None:
         """Interpolate both tables to ``new_grid`` in place (each as an H x 1 grid)."""
         (h, w), (nh, nw) = self.grid, new_grid
-        self.rows = nn.Parameter(resample_grid(self.rows, (nh, 1), old_grid=(h, 1), num_prefix_tokens=0,
-                                               mode=mode, antialias=antialias))
-        self.cols = nn.Parameter(resample_grid(self.cols, (nw, 1), old_grid=(w, 1), num_prefix_tokens=0,
-                                               mode=mode, antialias=antialias))
+        self.rows = nn.Parameter(
+            resample_grid(self.rows, (nh, 1), old_grid=(h, 1), num_prefix_tokens=0, mode=mode, antialias=antialias)
+        )
+        self.cols = nn.Parameter(
+            resample_grid(self.cols, (nw, 1), old_grid=(w, 1), num_prefix_tokens=0, mode=mode, antialias=antialias)
+        )

@@ -21,7 +21,10 @@ from posenc.core.errors import ConfigError
 
 Mode = Literal["nearest", "bilinear", "bicubic", "area"]
 MODES: tuple[str, ...] = ("nearest", "bilinear", "bicubic", "area")
-SMOOTH_MODES: tuple[str, ...] = ("bilinear", "bicubic")  # the modes F.interpolate allows align_corners and antialias for
+SMOOTH_MODES: tuple[str, ...] = (
+    "bilinear",
+    "bicubic",
+)  # the modes F.interpolate allows align_corners and antialias for
 
 
 def as_grid(grid: int | tuple[int, int] | list[int]) -> tuple[int, int]:

@@ -103,16 +103,20 @@ class RoPE(PositionScheme):
         if cached is None or cached[0].shape[0] < length:
             size = max(length, 2 * cached[0].shape[0] if cached is not None else length)
             angles = rope_angles(torch.arange(size, device=device), self._freqs(dtype))  # (n, r/2)
-            cached = ((angles.cos() * self.attention_scaling).to(dtype),
-                      (angles.sin() * self.attention_scaling).to(dtype))
+            cached = (
+                (angles.cos() * self.attention_scaling).to(dtype),
+                (angles.sin() * self.attention_scaling).to(dtype),
+            )
             self._tables[key] = cached
         return cached
 
     def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         if positions.is_floating_point():
             angles = rope_angles(positions, self._freqs(dtype))
-            return ((angles.cos() * self.attention_scaling).to(dtype),
-                    (angles.sin() * self.attention_scaling).to(dtype))
+            return (
+                (angles.cos() * self.attention_scaling).to(dtype),
+                (angles.sin() * self.attention_scaling).to(dtype),
+            )
         cos, sin = self._table(int(positions.max()) + 1, dtype, positions.device)
         return cos[positions], sin[positions]  # (…, s, r/2)
 

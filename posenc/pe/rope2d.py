@@ -30,7 +30,9 @@ def axial_frequencies(head_dim: int, base: float = 100.0) -> torch.Tensor:
     return 1.0 / (base ** (torch.arange(0, head_dim, 4)[: head_dim // 4].float() / head_dim))
 
 
-def mixed_frequencies(head_dim: int, n_heads: int, base: float = 10.0, generator: torch.Generator | None = None) -> torch.Tensor:
+def mixed_frequencies(
+    head_dim: int, n_heads: int, base: float = 10.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """(2, n_h, h_d/2) initial (f_x, f_y): per head, two orthogonal directions at a random angle."""
     mag = axial_frequencies(head_dim, base)  # (h_d/4,)
     angle = torch.rand(n_heads, 1, generator=generator) * 2 * math.pi  # (n_h, 1)
@@ -59,11 +61,15 @@ class RoPE2D(PositionScheme):
         if mode not in ("axial", "mixed"):
             raise ConfigError(f"pe.mode '{mode}' is not a 2D RoPE mode; valid: axial, mixed")
         if head_dim % 4:
-            raise ConfigError(f"2D RoPE needs a head dim divisible by 4 (two axes x pairs), got {head_dim}; "
-                              "change model.d_model or model.n_heads")
+            raise ConfigError(
+                f"2D RoPE needs a head dim divisible by 4 (two axes x pairs), got {head_dim}; "
+                "change model.d_model or model.n_heads"
+            )
         self.mode, self.head_dim = mode, head_dim
         if mode == "axial":
-            self.register_buffer("freqs", axial_frequencies(head_dim, 100.0 if base is None else base), persistent=False)
+            self.register_buffer(
+                "freqs", axial_frequencies(head_dim, 100.0 if base is None else base), persistent=False
+            )
         else:
             self.freqs = nn.Parameter(mixed_frequencies(head_dim, n_heads, 10.0 if base is None else base))
 

@@ -64,8 +64,9 @@ def yarn_attention_factor(factor: float, mscale: float | None = None, mscale_all
     return get(factor)
 
 
-def yarn_ramp(rot_dim: int, base: float, original_length: int, beta_fast: float, beta_slow: float,
-              truncate: bool = True) -> torch.Tensor:
+def yarn_ramp(
+    rot_dim: int, base: float, original_length: int, beta_fast: float, beta_slow: float, truncate: bool = True
+) -> torch.Tensor:
     """(r/2,) weight of the interpolated frequency: 0 for dims that turn > beta_fast times over
     L₀ (kept), 1 for dims that turn < beta_slow times (interpolated), linear in between."""
 

@@ -141,8 +141,17 @@ class YaRN(RopeScale):
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.yarn_frequencies(
-            rot_dim, base, self.factor_for(length), self.original_length, self.beta_fast, self.beta_slow,
-            self.mscale, self.mscale_all_dim, self.truncate, self.attention_factor)
+            rot_dim,
+            base,
+            self.factor_for(length),
+            self.original_length,
+            self.beta_fast,
+            self.beta_slow,
+            self.mscale,
+            self.mscale_all_dim,
+            self.truncate,
+            self.attention_factor,
+        )
 
 
 @dataclass
@@ -157,12 +166,14 @@ class Llama3(RopeScale):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.high_freq_factor <= self.low_freq_factor:
-            raise ConfigError(f"scale.high_freq_factor={self.high_freq_factor} must be > "
-                              f"scale.low_freq_factor={self.low_freq_factor}")
+            raise ConfigError(
+                f"scale.high_freq_factor={self.high_freq_factor} must be > scale.low_freq_factor={self.low_freq_factor}"
+            )
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
-        return rope_scaling.llama3_frequencies(rot_dim, base, self.factor_for(length), self.original_length,
-                                               self.low_freq_factor, self.high_freq_factor)
+        return rope_scaling.llama3_frequencies(
+            rot_dim, base, self.factor_for(length), self.original_length, self.low_freq_factor, self.high_freq_factor
+        )
 
 
 @dataclass
@@ -202,7 +213,8 @@ class LongRoPE(RopeScale):
             if n != pe.rot_dim // 2:
                 raise ConfigError(
                     f"scale.{name} has {n} factors, but the rotary dimension {pe.rot_dim} has "
-                    f"{pe.rot_dim // 2} frequencies; give {pe.rot_dim // 2} factors")
+                    f"{pe.rot_dim // 2} frequencies; give {pe.rot_dim // 2} factors"
+                )
 
     def factor_for(self, length: int) -> float:
         if self.factor is not None:
@@ -211,8 +223,15 @@ class LongRoPE(RopeScale):
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.longrope_frequencies(
-            rot_dim, base, self.factor_for(length), self.original_length, self.short_factor, self.long_factor,
-            seq_len=length, attention_factor=self.attention_factor)
+            rot_dim,
+            base,
+            self.factor_for(length),
+            self.original_length,
+            self.short_factor,
+            self.long_factor,
+            seq_len=length,
+            attention_factor=self.attention_factor,
+        )
 
 
 def clamp_table(table: torch.Tensor, length: int) -> torch.Tensor:

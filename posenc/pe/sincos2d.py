@@ -24,7 +24,9 @@ def sincos_1d(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch
 
 def sincos_2d(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
     """(…, 2) (row, col) -> (…, dim): column half first, as MAE lays it out, float64."""
-    return torch.cat((sincos_1d(positions[..., 1], dim // 2, base), sincos_1d(positions[..., 0], dim // 2, base)), dim=-1)
+    return torch.cat(
+        (sincos_1d(positions[..., 1], dim // 2, base), sincos_1d(positions[..., 0], dim // 2, base)), dim=-1
+    )
 
 
 class SinCos2D(PositionScheme):

@@ -47,8 +47,9 @@ class SinusoidalPE(PositionScheme):
     encodes = "absolute"
     counterpart = "sincos2d"
 
-    def __init__(self, dim: int, base: float = 10000.0, scale: float = 1.0, randomized: bool = False,
-                 randomized_max: int = 2048) -> None:
+    def __init__(
+        self, dim: int, base: float = 10000.0, scale: float = 1.0, randomized: bool = False, randomized_max: int = 2048
+    ) -> None:
         super().__init__()
         if dim % 2:
             raise ConfigError(f"sinusoidal embedding needs an even model dimension, got d_model={dim}")

@@ -63,9 +63,7 @@ class T5BiasPE(PositionScheme):
         super().__init__()
         exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
         if exact < 1:
-            raise ConfigError(
-                f"pe.num_buckets={num_buckets} is too small; need >= {4 if bidirectional else 2}"
-            )
+            raise ConfigError(f"pe.num_buckets={num_buckets} is too small; need >= {4 if bidirectional else 2}")
         if max_distance <= exact:
             raise ConfigError(
                 f"pe.max_distance={max_distance} must be larger than the {exact} exact buckets "

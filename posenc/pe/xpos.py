@@ -57,7 +57,9 @@ class XPos(PositionScheme):
     ) -> None:
         super().__init__()
         if head_dim % 2 or head_dim == 0:
-            raise ConfigError(f"xpos needs an even head dimension, got head_dim={head_dim}; pick d_model / n_heads even")
+            raise ConfigError(
+                f"xpos needs an even head dimension, got head_dim={head_dim}; pick d_model / n_heads even"
+            )
         if base <= 1.0:
             raise ConfigError(f"pe.base must be > 1, got {base}")
         if scale_base <= 0:

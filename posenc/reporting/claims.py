@@ -13,12 +13,36 @@ from collections.abc import Callable
 import pandas as pd
 
 from posenc.reporting.estimates import (
-    ACCURACY_GAP, Estimate, accuracy, completed, difference, estimate, per_seed, select,
+    ACCURACY_GAP,
+    Estimate,
+    accuracy,
+    completed,
+    difference,
+    estimate,
+    per_seed,
+    select,
 )
 from posenc.reporting.literature import claim
 from posenc.reporting.tables import (
-    Meta, Section, Tables, as_trained, encoding, ext_table, extrapolation_table, lengths, md, missing, moves_grid,
-    order_rows, pixels, present, resolution_table, rise, schemes_where, train_px, unscaled,
+    Meta,
+    Section,
+    Tables,
+    as_trained,
+    encoding,
+    ext_table,
+    extrapolation_table,
+    lengths,
+    md,
+    missing,
+    moves_grid,
+    order_rows,
+    pixels,
+    present,
+    resolution_table,
+    rise,
+    schemes_where,
+    train_px,
+    unscaled,
 )
 
 TOL = 1e-5  # posenc.experiments.order.INVARIANCE_TOL: float32 sums in another order
@@ -30,6 +54,7 @@ def start(key: str) -> Section:
 
 
 # C1, C2, C9 (order) ------------------------------------------------------------------------------
+
 
 def order_summary(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
@@ -51,9 +76,14 @@ def c1(tables: Tables, meta: Meta) -> Section:
         s.lines = missing(tables, "order")
         return s
     count = f"{int(t['order.permutations'].max())} " if "order.permutations" in t else ""
-    s.lines = [f"Test: `posenc order` — the relative change ‖f(Px) − P·f(x)‖/‖f(x)‖ over {count}random permutations, at "
-               "initialization and after training on the order task (same tokens, label depends only on order); "
-               "table `suite/order.csv`, plot `suite/order.png`.", "", md(order_summary(t)), ""]
+    s.lines = [
+        f"Test: `posenc order` — the relative change ‖f(Px) − P·f(x)‖/‖f(x)‖ over {count}random permutations, at "
+        "initialization and after training on the order task (same tokens, label depends only on order); "
+        "table `suite/order.csv`, plot `suite/order.png`.",
+        "",
+        md(order_summary(t)),
+        "",
+    ]
     bidir = t[t["attention"] == "bidirectional"]
     blind_names = encoding(bidir["pe"].unique(), "nothing")
     blind, others = select(bidir, pe=blind_names), bidir[~bidir["pe"].isin(blind_names)]
@@ -63,13 +93,17 @@ def c1(tables: Tables, meta: Meta) -> Section:
         reads = []
         for model, part in blind.groupby("model", sort=False):
             acc, chance = accuracy(part, "accuracy", phase="trained"), float(part["chance_95"].max())
-            reads.append(f"{model} {acc} (chance bound {chance:.3g}: "
-                         f"{'above, which equivariance forbids' if acc.above(chance) else 'it cannot read order'})")
-        s.lines.append(f"**Shows:** every bidirectional model without positions, at init and trained, in every seed, "
-                       f"moves by at most {worst:.2g} (tolerance {TOL:g}: float32 sums in another order) — "
-                       f"{'equivariant, as claimed' if worst <= TOL else 'NOT equivariant: a bug or a leak of position'}. "
-                       f"Trained on the order task they reach {'; '.join(reads)}. "
-                       f"Every scheme with positions moves by at least {least:.2g} at init.")
+            reads.append(
+                f"{model} {acc} (chance bound {chance:.3g}: "
+                f"{'above, which equivariance forbids' if acc.above(chance) else 'it cannot read order'})"
+            )
+        s.lines.append(
+            f"**Shows:** every bidirectional model without positions, at init and trained, in every seed, "
+            f"moves by at most {worst:.2g} (tolerance {TOL:g}: float32 sums in another order) — "
+            f"{'equivariant, as claimed' if worst <= TOL else 'NOT equivariant: a bug or a leak of position'}. "
+            f"Trained on the order task they reach {'; '.join(reads)}. "
+            f"Every scheme with positions moves by at least {least:.2g} at init."
+        )
     return s
 
 
@@ -89,12 +123,15 @@ def c2(tables: Tables, meta: Meta) -> Section:
     acc_c, acc_b = accuracy(causal, "accuracy", phase="trained"), accuracy(bidir, "accuracy", phase="trained")
     chance = float(causal["chance_95"].max())
     s.lines = [
-        "Test: the same order table (C1), the causal LM without positions against the same LM without its mask.", "",
+        "Test: the same order table (C1), the causal LM without positions against the same LM without its mask.",
+        "",
         f"**Shows:** the causal model without positions is not permutation-equivariant (residual {res} at init, "
         f"tolerance {TOL:g}); trained on the order task it reaches {acc_c} accuracy against {acc_b} without the mask "
         f"(chance bound {chance:.3g}). The mask "
         f"{'lets the model read order' if acc_c.above(chance) else 'did not make order learnable here'}.",
-        "", claim("C2").say("note")]
+        "",
+        claim("C2").say("note"),
+    ]
     return s
 
 
@@ -105,14 +142,17 @@ def c9(tables: Tables, meta: Meta) -> Section:
     if t is not None:
         part = select(t, pe=rope, attention="bidirectional")
         if len(part):
-            lines.append(f"Order: a bidirectional {rope} model is not permutation-equivariant (residual "
-                         f"{estimate(part, 'equivariance_residual', phase='init')} at init) and learns the order task "
-                         f"({accuracy(part, 'accuracy', phase='trained')} accuracy).")
+            lines.append(
+                f"Order: a bidirectional {rope} model is not permutation-equivariant (residual "
+                f"{estimate(part, 'equivariance_residual', phase='init')} at init) and learns the order task "
+                f"({accuracy(part, 'accuracy', phase='trained')} accuracy)."
+            )
     s.lines = lines
     return s
 
 
 # C3, C5, C10, C11 (extrapolation) ----------------------------------------------------------------
+
 
 def c3(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C3"), claim("C3").subjects
@@ -123,10 +163,12 @@ def c3(tables: Tables, meta: Meta) -> Section:
         for pe, part in scored.groupby("pe", sort=False):  # the schemes that cannot score past their length
             beyond = [n for n in ns[1:] if part[n].isna().all()]
             if beyond:
-                lines.append(f"Text (`suite/extrapolation_text.csv`): the {pe} table scores {estimate(part, ns[0])} "
-                             f"bits per byte at the training length {ns[0]}; at {', '.join(beyond)} it cannot be "
-                             "evaluated at all (no rows: `PositionOutOfRange`, NaN in the table) — the model has no "
-                             "input for those positions.")
+                lines.append(
+                    f"Text (`suite/extrapolation_text.csv`): the {pe} table scores {estimate(part, ns[0])} "
+                    f"bits per byte at the training length {ns[0]}; at {', '.join(beyond)} it cannot be "
+                    "evaluated at all (no rows: `PositionOutOfRange`, NaN in the table) — the model has no "
+                    "input for those positions."
+                )
     r = present(tables, "resolution")
     if r is not None and len(r):
         cols, parts = pixels(r), []
@@ -135,8 +177,10 @@ def c3(tables: Tables, meta: Meta) -> Section:
                 p = select(r, pe=pe, method=method, finetune_steps=0)
                 if len(p):
                     parts.append(f"{pe}/{method}: " + ", ".join(f"{c} {accuracy(p, c)}" for c in cols))
-        lines.append(f"Images (`suite/resolution.csv`): a table trained on the {train_px(r)} grid must be resampled to "
-                     "be used on another; accuracy without fine-tune — " + "; ".join(parts) + ".")
+        lines.append(
+            f"Images (`suite/resolution.csv`): a table trained on the {train_px(r)} grid must be resampled to "
+            "be used on another; accuracy without fine-tune — " + "; ".join(parts) + "."
+        )
     s.lines = lines or missing(tables, "extrapolation_text")
     return s
 
@@ -148,16 +192,23 @@ def c5(tables: Tables, meta: Meta) -> Section:
         s.lines = missing(tables, "extrapolation_text")
         return s
     ns = lengths(t)
-    s.lines = [f"Test: `posenc extrapolate` — bits per byte of the byte-level LM trained at {ns[0]} bytes, scored at "
-               f"{', '.join(ns)}; table `suite/extrapolation_text.csv`, plot below.", "",
-               md(extrapolation_table(as_trained(t), "bpb")), "",
-               "![bits per byte against length](suite/extrapolation_text.png)", ""]
+    s.lines = [
+        f"Test: `posenc extrapolate` — bits per byte of the byte-level LM trained at {ns[0]} bytes, scored at "
+        f"{', '.join(ns)}; table `suite/extrapolation_text.csv`, plot below.",
+        "",
+        md(extrapolation_table(as_trained(t), "bpb")),
+        "",
+        "![bits per byte against length](suite/extrapolation_text.png)",
+        "",
+    ]
     verdicts = []
     for pe in claim("C5").subject("schemes"):
         if len(select(t, pe=pe)):
             d = rise(t, pe)
-            verdicts.append(f"{pe} rises by {d} bits per byte from {ns[0]} to {ns[-1]} "
-                            f"({'it does not generalize' if d.above(0) else 'not separated from no change'})")
+            verdicts.append(
+                f"{pe} rises by {d} bits per byte from {ns[0]} to {ns[-1]} "
+                f"({'it does not generalize' if d.above(0) else 'not separated from no change'})"
+            )
     s.lines.append("**Shows:** " + ("; ".join(verdicts) or "none of the claim's schemes ran") + ".")
     return s
 
@@ -167,9 +218,11 @@ def c10(tables: Tables, meta: Meta) -> Section:
     lines = check_lines(tables, "C10")
     t, rope = ext_table(tables), claim("C10").subject("scheme")
     if t is not None and len(select(t, pe=rope)):
-        lines.append(f"Extrapolation: {rope} without rescaling rises by {rise(t, rope)} bits per byte at "
-                     f"{lengths(t)[-1]} bytes — the unseen phase combinations are where it fails (see the "
-                     "per-position loss in the sweep's runs).")
+        lines.append(
+            f"Extrapolation: {rope} without rescaling rises by {rise(t, rope)} bits per byte at "
+            f"{lengths(t)[-1]} bytes — the unseen phase combinations are where it fails (see the "
+            "per-position loss in the sweep's runs)."
+        )
     s.lines = lines
     return s
 
@@ -182,25 +235,50 @@ def c11(tables: Tables, meta: Meta) -> Section:
         return s
     rope = claim("C11").subject("scheme")
     rows, ns = select(t, pe=rope), lengths(t)
-    s.lines = [f"Test: the {rope} model of C5 scored with each rescaling, factor = evaluated length / training length "
-               "(no fine-tune); bits per byte:", "", md(extrapolation_table(rows, "bpb")), ""]
+    s.lines = [
+        f"Test: the {rope} model of C5 scored with each rescaling, factor = evaluated length / training length "
+        "(no fine-tune); bits per byte:",
+        "",
+        md(extrapolation_table(rows, "bpb")),
+        "",
+    ]
     p = ext_table(tables, "extrapolation_passkey")
     if p is not None:
-        s.lines += ["Passkey retrieval (answer accuracy; `suite/extrapolation_passkey.csv`):", "",
-                    md(extrapolation_table(select(p, pe=rope), "accuracy")), ""]
+        s.lines += [
+            "Passkey retrieval (answer accuracy; `suite/extrapolation_passkey.csv`):",
+            "",
+            md(extrapolation_table(select(p, pe=rope), "accuracy")),
+            "",
+        ]
     best = {sc: estimate(rows, ns[-1], scale=sc, metric="bpb") for sc in rows["scale"].unique()}
     order = sorted((sc for sc in best if best[sc].n), key=lambda sc: best[sc].mean)
     plain = [sc for sc in unscaled(best) if best[sc].n]
-    gaps = [(sc, Estimate.paired(per_seed(rows, ns[-1], scale=sc, metric="bpb"),
-                                 per_seed(rows, ns[-1], scale=plain[0], metric="bpb"))) for sc in order if plain and sc != plain[0]]
-    s.lines.append(f"**Shows:** at {ns[-1]} bytes the order from best to worst is {' < '.join(order)} "
-                   f"({'; '.join(f'{sc} {best[sc]}' for sc in order)})"
-                   + (f"; paired by seed against {plain[0]}: " + "; ".join(
-                       f"{sc} − {plain[0]} {g} ({_lower_is_better(g.verdict())})" for sc, g in gaps) if gaps else "") + ".")
+    gaps = [
+        (
+            sc,
+            Estimate.paired(
+                per_seed(rows, ns[-1], scale=sc, metric="bpb"), per_seed(rows, ns[-1], scale=plain[0], metric="bpb")
+            ),
+        )
+        for sc in order
+        if plain and sc != plain[0]
+    ]
+    s.lines.append(
+        f"**Shows:** at {ns[-1]} bytes the order from best to worst is {' < '.join(order)} "
+        f"({'; '.join(f'{sc} {best[sc]}' for sc in order)})"
+        + (
+            f"; paired by seed against {plain[0]}: "
+            + "; ".join(f"{sc} − {plain[0]} {g} ({_lower_is_better(g.verdict())})" for sc, g in gaps)
+            if gaps
+            else ""
+        )
+        + "."
+    )
     return s
 
 
 # C4, C8 (check) ---------------------------------------------------------------------------------
+
 
 def check_lines(tables: Tables, key: str) -> list[str]:
     t = completed(tables.get("check"))
@@ -212,16 +290,28 @@ def check_lines(tables: Tables, key: str) -> list[str]:
     rows = []
     for (check, pe), p in part.groupby(["check", "pe"], sort=False):
         at_most = p["criterion"].iloc[0] == "≤"
-        rows.append({"check": check, "pe": pe,
-                     "measured (worst seed)": float(p["measured"].max() if at_most else p["measured"].min()),
-                     "criterion": f"{p['criterion'].iloc[0]} {p['tolerance'].iloc[0]:.3g}",
-                     "passed": f"{int(p['passed'].astype(bool).sum())}/{len(p)} seeds"})
+        rows.append(
+            {
+                "check": check,
+                "pe": pe,
+                "measured (worst seed)": float(p["measured"].max() if at_most else p["measured"].min()),
+                "criterion": f"{p['criterion'].iloc[0]} {p['tolerance'].iloc[0]:.3g}",
+                "passed": f"{int(p['passed'].astype(bool).sum())}/{len(p)} seeds",
+            }
+        )
     n_pass = int(part["passed"].astype(bool).sum())
-    return ["Test: `posenc check` (table `suite/check.csv`; one row per scheme and check, every seed):", "",
-            md(pd.DataFrame(rows)), "",
-            f"**Shows:** {n_pass} of {len(part)} measurements pass "
-            + ("— the claim holds numerically for every scheme it applies to." if n_pass == len(part)
-               else "— see the failing rows above.")]
+    return [
+        "Test: `posenc check` (table `suite/check.csv`; one row per scheme and check, every seed):",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+        f"**Shows:** {n_pass} of {len(part)} measurements pass "
+        + (
+            "— the claim holds numerically for every scheme it applies to."
+            if n_pass == len(part)
+            else "— see the failing rows above."
+        ),
+    ]
 
 
 def c4(tables: Tables, meta: Meta) -> Section:
@@ -236,13 +326,16 @@ def c8(tables: Tables, meta: Meta) -> Section:
     t = ext_table(tables)
     if t is not None:
         biased = schemes_where(t["pe"].unique(), lambda c: c.adds_bias)
-        lines.append("Extrapolation of the bias schemes (rise of bits per byte from the training length to the "
-                     "longest): " + "; ".join(f"{pe} {rise(t, pe)}" for pe in biased) + ".")
+        lines.append(
+            "Extrapolation of the bias schemes (rise of bits per byte from the training length to the "
+            "longest): " + "; ".join(f"{pe} {rise(t, pe)}" for pe in biased) + "."
+        )
     s.lines = lines
     return s
 
 
 # C6, C7, C12 (resolution) -----------------------------------------------------------------------
+
 
 def c6(tables: Tables, meta: Meta) -> Section:
     s = start("C6")
@@ -250,16 +343,31 @@ def c6(tables: Tables, meta: Meta) -> Section:
     if t is None:
         s.lines = missing(tables, "resolution")
         return s
-    rows = [{"pe": pe, "rank corr. at init": str(estimate(p, "rank_corr_init")),
-             "rank corr. trained": str(estimate(p, "rank_corr_trained")),
-             "gain": str(difference(p, "rank_corr_trained", "rank_corr_init"))} for pe, p in t.groupby("pe", sort=False)]
+    rows = [
+        {
+            "pe": pe,
+            "rank corr. at init": str(estimate(p, "rank_corr_init")),
+            "rank corr. trained": str(estimate(p, "rank_corr_trained")),
+            "gain": str(difference(p, "rank_corr_trained", "rank_corr_init")),
+        }
+        for pe, p in t.groupby("pe", sort=False)
+    ]
     pe = claim("C6").subject("scheme")
     gain = difference(select(t, pe=pe), "rank_corr_trained", "rank_corr_init")
-    s.lines = ["Test: cosine similarity of every pair of position embeddings, Spearman-correlated with minus the grid "
-               "distance of the two patches (1: similarity falls with distance); table `suite/resolution_similarity.csv`, "
-               "figure `similarity_<pe>.png` in each resolution run.", "", md(pd.DataFrame(rows)), "",
-               f"**Shows:** the 1D {pe} table gains {gain} in rank correlation with grid distance through training — "
-               + ("it learned the 2D neighbourhood from data." if gain.above(0) else "not separated from no change at this scale.")]
+    s.lines = [
+        "Test: cosine similarity of every pair of position embeddings, Spearman-correlated with minus the grid "
+        "distance of the two patches (1: similarity falls with distance); table `suite/resolution_similarity.csv`, "
+        "figure `similarity_<pe>.png` in each resolution run.",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+        f"**Shows:** the 1D {pe} table gains {gain} in rank correlation with grid distance through training — "
+        + (
+            "it learned the 2D neighbourhood from data."
+            if gain.above(0)
+            else "not separated from no change at this scale."
+        ),
+    ]
     return s
 
 
@@ -270,12 +378,24 @@ def c7(tables: Tables, meta: Meta) -> Section:
         s.lines = missing(tables, "resolution")
         return s
     steps = sorted(int(x) for x in r["finetune_steps"].dropna().unique())
-    s.lines = [f"Test: `posenc resolution` — the ViT trained at {train_px(r)} on shapes labelled by quadrant, accuracy at "
-               "each resolution (table `suite/resolution.csv`, plot below). Tables are resampled (bilinear, bicubic), "
-               "coordinate schemes interpolate their coordinates onto the trained range or extrapolate them; "
-               "the relative table clips.", "", "Without fine-tune:", "", md(resolution_table(r, 0)), ""]
+    s.lines = [
+        f"Test: `posenc resolution` — the ViT trained at {train_px(r)} on shapes labelled by quadrant, accuracy at "
+        "each resolution (table `suite/resolution.csv`, plot below). Tables are resampled (bilinear, bicubic), "
+        "coordinate schemes interpolate their coordinates onto the trained range or extrapolate them; "
+        "the relative table clips.",
+        "",
+        "Without fine-tune:",
+        "",
+        md(resolution_table(r, 0)),
+        "",
+    ]
     if len(steps) > 1:
-        s.lines += [f"After {steps[-1]} fine-tune steps at each resolution:", "", md(resolution_table(r, steps[-1])), ""]
+        s.lines += [
+            f"After {steps[-1]} fine-tune steps at each resolution:",
+            "",
+            md(resolution_table(r, steps[-1])),
+            "",
+        ]
     s.lines += ["![accuracy against resolution](suite/resolution.png)", ""]
     gains = []
     for pe in subjects["tables"]:
@@ -286,9 +406,11 @@ def c7(tables: Tables, meta: Meta) -> Section:
                 gains.append((pe, c, Estimate.paired(ft, no, ACCURACY_GAP)))
     if gains:
         worst, best = min(gains, key=lambda g: g[2].mean), max(gains, key=lambda g: g[2].mean)
-        s.lines.append(f"**Shows:** interpolated tables keep most of their accuracy off the training grid; the short "
-                       f"fine-tune changes {subjects['method']} accuracy by {best[2]} at best ({best[0]}, {best[1]}) and "
-                       f"{worst[2]} at worst ({worst[0]}, {worst[1]}).")
+        s.lines.append(
+            f"**Shows:** interpolated tables keep most of their accuracy off the training grid; the short "
+            f"fine-tune changes {subjects['method']} accuracy by {best[2]} at best ({best[0]}, {best[1]}) and "
+            f"{worst[2]} at worst ({worst[0]}, {worst[1]})."
+        )
     return s
 
 
@@ -301,39 +423,68 @@ def c12(tables: Tables, meta: Meta) -> Section:
         untuned = r[r["finetune_steps"] == 0]
         placed = untuned[~untuned["pe"].isin(encoding(untuned["pe"].unique(), "nothing"))]
         for (pe, m), p in placed.groupby(["pe", "method"], sort=False):
-            rows.append({"model": "ViT", "scheme": pe, "method": m,
-                         "coordinates": "moved onto the trained grid" if moves_grid(m) else "raw coordinates",
-                         "at": f"{far} (trained {px})", "score": f"accuracy {accuracy(p, far)}"})
+            rows.append(
+                {
+                    "model": "ViT",
+                    "scheme": pe,
+                    "method": m,
+                    "coordinates": "moved onto the trained grid" if moves_grid(m) else "raw coordinates",
+                    "at": f"{far} (trained {px})",
+                    "score": f"accuracy {accuracy(p, far)}",
+                }
+            )
         vit = select(untuned, pe=subjects["vit_scheme"])
-        moved, raw = _best([(m, accuracy(p, far)) for m, p in vit.groupby("method", sort=False)], moves_grid, higher=True)
+        moved, raw = _best(
+            [(m, accuracy(p, far)) for m, p in vit.groupby("method", sort=False)], moves_grid, higher=True
+        )
         if moved and raw:
             gap = Estimate.paired(*(per_seed(vit, far, method=m) for m in (moved[0], raw[0])), ACCURACY_GAP)
-            shows.append(f"at {far} the ViT's {subjects['vit_scheme']} scores {moved[1]} with its coordinates moved "
-                         f"onto the trained range ({moved[0]}) against {raw[1]} with raw ones; paired by seed "
-                         f"{moved[0]} − {raw[0]} {gap}: {_helps(gap.verdict(), higher_is_better=True)}")
+            shows.append(
+                f"at {far} the ViT's {subjects['vit_scheme']} scores {moved[1]} with its coordinates moved "
+                f"onto the trained range ({moved[0]}) against {raw[1]} with raw ones; paired by seed "
+                f"{moved[0]} − {raw[0]} {gap}: {_helps(gap.verdict(), higher_is_better=True)}"
+            )
     if t is not None:
         n, rope = lengths(t)[-1], subjects["scheme"]
         plain = set(unscaled(t["scale"].unique()))
         lm = select(t, pe=rope, metric="bpb")
         for sc, p in lm.groupby("scale", sort=False):
-            rows.append({"model": "LM", "scheme": rope, "method": sc,
-                         "coordinates": "raw positions" if sc in plain else "moved into the trained range",
-                         "at": f"{n} (trained {lengths(t)[0]})", "score": f"bpb {estimate(p, n)}"})
-        moved, raw = _best([(sc, estimate(p, n)) for sc, p in lm.groupby("scale", sort=False)],
-                           lambda sc: sc not in plain, higher=False)
+            rows.append(
+                {
+                    "model": "LM",
+                    "scheme": rope,
+                    "method": sc,
+                    "coordinates": "raw positions" if sc in plain else "moved into the trained range",
+                    "at": f"{n} (trained {lengths(t)[0]})",
+                    "score": f"bpb {estimate(p, n)}",
+                }
+            )
+        moved, raw = _best(
+            [(sc, estimate(p, n)) for sc, p in lm.groupby("scale", sort=False)],
+            lambda sc: sc not in plain,
+            higher=False,
+        )
         if moved and raw:
             gap = Estimate.paired(*(per_seed(lm, n, scale=sc) for sc in (moved[0], raw[0])))
-            shows.append(f"at {n} bytes the LM's {rope} scores {moved[1]} bits per byte with {moved[0]} (the best "
-                         f"rescaling) against {raw[1]} raw; paired by seed {moved[0]} − {raw[0]} {gap}: "
-                         f"{_helps(gap.verdict(), higher_is_better=False)}")
+            shows.append(
+                f"at {n} bytes the LM's {rope} scores {moved[1]} bits per byte with {moved[0]} (the best "
+                f"rescaling) against {raw[1]} raw; paired by seed {moved[0]} − {raw[0]} {gap}: "
+                f"{_helps(gap.verdict(), higher_is_better=False)}"
+            )
     if not rows:
         s.lines = missing(tables, "resolution")
         return s
-    s.lines = ["Both experiments side by side: the longest length / highest resolution, without fine-tune.", "",
-               md(pd.DataFrame(rows)), ""]
+    s.lines = [
+        "Both experiments side by side: the longest length / highest resolution, without fine-tune.",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+    ]
     if shows:
-        s.lines.append("**Shows:** " + "; ".join(shows) + ". The same operation — map the new positions into the range "
-                       "the model was trained on — is what both columns vary; C7 and C11 give the full tables.")
+        s.lines.append(
+            "**Shows:** " + "; ".join(shows) + ". The same operation — map the new positions into the range "
+            "the model was trained on — is what both columns vary; C7 and C11 give the full tables."
+        )
     return s
 
 
@@ -349,9 +500,11 @@ def _helps(verdict: str, higher_is_better: bool) -> str:
     return "moving helps" if (verdict == "higher") == higher_is_better else "moving hurts"
 
 
-def _best(scores: list[tuple[str, Estimate]], moves: Callable[[str], bool],
-          higher: bool) -> tuple[tuple[str, Estimate] | None, tuple[str, Estimate] | None]:
+def _best(
+    scores: list[tuple[str, Estimate]], moves: Callable[[str], bool], higher: bool
+) -> tuple[tuple[str, Estimate] | None, tuple[str, Estimate] | None]:
     """The best-scoring method that moves the coordinates, and the best that keeps them raw."""
+
     def pick(items: list[tuple[str, Estimate]]) -> tuple[str, Estimate] | None:
         items = [i for i in items if i[1].n]
         return max(items, key=lambda i: i[1].mean if higher else -i[1].mean) if items else None

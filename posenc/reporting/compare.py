@@ -115,11 +115,14 @@ def select(table: pd.DataFrame, spec: str, inputs: Sequence[Path]) -> pd.Series:
     for term in spec.split(","):
         key, sep, value = term.partition("=")
         if not sep or key not in table.columns:
-            raise UserError(f"--baseline '{spec}': give one of the inputs, or key=value with a key among "
-                            f"{', '.join(table.columns)}")
+            raise UserError(
+                f"--baseline '{spec}': give one of the inputs, or key=value with a key among {', '.join(table.columns)}"
+            )
         if not (table[key].astype(str) == value).any():
-            raise UserError(f"--baseline '{spec}': no row has {key}={value}; values there: "
-                            f"{', '.join(sorted(set(table[key].astype(str))))}")
+            raise UserError(
+                f"--baseline '{spec}': no row has {key}={value}; values there: "
+                f"{', '.join(sorted(set(table[key].astype(str))))}"
+            )
         mask &= table[key].astype(str) == value
     if not mask.any():
         raise UserError(f"--baseline '{spec}' matches no row")
@@ -143,19 +146,30 @@ def differences(table: pd.DataFrame, baseline: pd.Series, metrics: Sequence[str]
     return out
 
 
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-          "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "Δ": r"$\Delta$"}
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+    "Δ": r"$\Delta$",
+}
 
 
 def to_latex(table: pd.DataFrame, floatfmt: str = ".4g") -> str:
     """A booktabs ``tabular`` of the table (written here: pandas' needs jinja2)."""
+
     def cell(v: object) -> str:
         text = format(v, floatfmt) if isinstance(v, float) else str(v)
         return "".join(_LATEX.get(ch, ch) for ch in text)
 
     align = "".join("r" if pd.api.types.is_numeric_dtype(table[c]) else "l" for c in table.columns)
-    lines = [f"\\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(map(cell, table.columns)) + r" \\",
-             r"\midrule"]
+    lines = [f"\\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(map(cell, table.columns)) + r" \\", r"\midrule"]
     lines += [" & ".join(map(cell, row)) + r" \\" for row in table.itertuples(index=False)]
     lines += [r"\bottomrule", r"\end{tabular}", ""]
     return "\n".join(lines)
@@ -164,8 +178,11 @@ def to_latex(table: pd.DataFrame, floatfmt: str = ".4g") -> str:
 def export(table: pd.DataFrame, path: Path) -> None:
     """Write the table as CSV, Markdown or LaTeX, by the file's extension."""
     path = Path(path)
-    writers = {".csv": lambda t: t.to_csv(index=False), ".md": lambda t: t.to_markdown(index=False, floatfmt=".4g") + "\n",
-               ".tex": to_latex}
+    writers = {
+        ".csv": lambda t: t.to_csv(index=False),
+        ".md": lambda t: t.to_markdown(index=False, floatfmt=".4g") + "\n",
+        ".tex": to_latex,
+    }
     if path.suffix not in writers:
         raise UserError(f"cannot export to '{path}': use a .csv, .md or .tex file")
     atomic_write_text(path, writers[path.suffix](table))

@@ -21,7 +21,12 @@ from typing import Any
 import pandas as pd
 
 from posenc.analysis.stats import (
-    bootstrap_interval, logit_t_interval, paired_difference, pooled_wilson, summarize, verdict,
+    bootstrap_interval,
+    logit_t_interval,
+    paired_difference,
+    pooled_wilson,
+    summarize,
+    verdict,
 )
 
 ACCURACY_GAP = (-1.0, 1.0)  # the range a difference of two accuracies can take
@@ -56,13 +61,17 @@ class Estimate:
             s = logit_t_interval(xs, trials) if len(xs) >= 2 else summarize(xs)
         if xs and trials is not None:
             w = pooled_wilson(xs, trials)
-            s["ci95_low"], s["ci95_high"] = (w["ci95_low"], w["ci95_high"]) if len(xs) == 1 else \
-                (min(s["ci95_low"], w["ci95_low"]), max(s["ci95_high"], w["ci95_high"]))
+            s["ci95_low"], s["ci95_high"] = (
+                (w["ci95_low"], w["ci95_high"])
+                if len(xs) == 1
+                else (min(s["ci95_low"], w["ci95_low"]), max(s["ci95_high"], w["ci95_high"]))
+            )
         return cls(s["mean"], s["ci95_low"], s["ci95_high"], s["n"])
 
     @classmethod
-    def paired(cls, a: Mapping[Any, float], b: Mapping[Any, float],
-               bounds: tuple[float, float] | None = None) -> Estimate:
+    def paired(
+        cls, a: Mapping[Any, float], b: Mapping[Any, float], bounds: tuple[float, float] | None = None
+    ) -> Estimate:
         """a − b over the seeds both have ({seed: value}): the t interval of the per-seed differences."""
         d = paired_difference(dict(a), dict(b), bounds=bounds)
         return cls(d["mean_diff"], d["ci95_low"], d["ci95_high"], d["n"])
@@ -151,14 +160,16 @@ def accuracy(table: pd.DataFrame, column: str, **where: Any) -> Estimate:
     return Estimate.accuracy(list(per_seed(table, column, **where).values()), items(select(table, **where)))
 
 
-def difference(table: pd.DataFrame, a: str, b: str, bounds: tuple[float, float] | None = None,
-               **where: Any) -> Estimate:
+def difference(
+    table: pd.DataFrame, a: str, b: str, bounds: tuple[float, float] | None = None, **where: Any
+) -> Estimate:
     """Over seeds: column ``a`` minus column ``b`` (paired within each seed)."""
     return Estimate.paired(per_seed(table, a, **where), per_seed(table, b, **where), bounds)
 
 
-def paired(a: pd.DataFrame, b: pd.DataFrame, columns: Sequence[str],
-           bounds: tuple[float, float] | None = None) -> Estimate:
+def paired(
+    a: pd.DataFrame, b: pd.DataFrame, columns: Sequence[str], bounds: tuple[float, float] | None = None
+) -> Estimate:
     """Over seeds: the mean of ``columns`` in ``a`` minus that in ``b``, paired by seed."""
     return Estimate.paired(per_seed(a, columns), per_seed(b, columns), bounds)
 

@@ -16,12 +16,35 @@ from typing import Any
 import pandas as pd
 
 from posenc.reporting.estimates import (
-    ACCURACY_GAP, Estimate, accuracy, change, difference, estimate, paired, per_seed, select,
+    ACCURACY_GAP,
+    Estimate,
+    accuracy,
+    change,
+    difference,
+    estimate,
+    paired,
+    per_seed,
+    select,
 )
 from posenc.reporting.literature import finding
 from posenc.reporting.tables import (
-    Meta, Section, Tables, about, as_trained, controls, encoding, ext_table, lengths, md, missing, multiple, pixels, present,
-    rise, rises, train_px,
+    Meta,
+    Section,
+    Tables,
+    about,
+    as_trained,
+    controls,
+    encoding,
+    ext_table,
+    lengths,
+    md,
+    missing,
+    multiple,
+    pixels,
+    present,
+    rise,
+    rises,
+    train_px,
 )
 
 
@@ -39,7 +62,11 @@ def _vit_task(r: pd.DataFrame, paper: Any, sweep: str, meta: Meta) -> list[str]:
     acc = {pe: accuracy(at, px, pe=pe) for pe in schemes}
     seeds = {pe: per_seed(at, px, pe=pe) for pe in schemes}
     task = paper.subject("tasks").get(sweep, sweep)
-    lines = [f"Ours, {task}, accuracy at the training resolution {px}: " + "; ".join(f"{pe} {e}" for pe, e in acc.items()) + "."]
+    lines = [
+        f"Ours, {task}, accuracy at the training resolution {px}: "
+        + "; ".join(f"{pe} {e}" for pe, e in acc.items())
+        + "."
+    ]
     absolute, relative, blind = (encoding(schemes, what) for what in ("absolute", "relative", "nothing"))
     if not blind or not absolute:
         return lines
@@ -61,17 +88,34 @@ def _vit_task(r: pd.DataFrame, paper: Any, sweep: str, meta: Meta) -> list[str]:
     relational = sweep != "resolution"
     lines.append(
         f"**Agrees:** {verdict} on {task} — "
-        + (f"no PE is clearly worse: paired by seed, {', '.join(blind)} falls below every absolute scheme"
-           if worse else f"no PE is not shown to be worse: paired by seed, {', '.join(blind)} does not fall below "
-                         "every absolute scheme")
+        + (
+            f"no PE is clearly worse: paired by seed, {', '.join(blind)} falls below every absolute scheme"
+            if worse
+            else f"no PE is not shown to be worse: paired by seed, {', '.join(blind)} does not fall below "
+            "every absolute scheme"
+        )
         + f"; the absolute schemes "
         f"({', '.join(absolute)}) are within {spread:.3g} of each other"
         + (f"; the relative ones against the best absolute, paired by seed: {compared}" if compared else "")
-        + (f", and {', '.join(behind)} fall{'s' if len(behind) == 1 else ''} behind every absolute scheme" if behind else "")
-        + ". " + paper.say("relational_note" if relational else "task_note")
+        + (
+            f", and {', '.join(behind)} fall{'s' if len(behind) == 1 else ''} behind every absolute scheme"
+            if behind
+            else ""
+        )
+        + ". "
+        + paper.say("relational_note" if relational else "task_note")
         + "".join(f" {pe} is a control of this task: {reasons[pe]}." for pe in behind if pe in reasons)
-        + ("" if not lagging else " " + (paper.say("why_not_relational", **about(meta, sweep, r)) if relational
-                                          else paper.say("why_not_relative"))))
+        + (
+            ""
+            if not lagging
+            else " "
+            + (
+                paper.say("why_not_relational", **about(meta, sweep, r))
+                if relational
+                else paper.say("why_not_relative")
+            )
+        )
+    )
     return lines
 
 
@@ -95,8 +139,11 @@ def alibi(tables: Tables, meta: Meta) -> Section:
         s.lines = missing(tables, "extrapolation_text")
         return s
     d = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique()}
-    s.lines = [f"Ours, rise in bits per byte from the training length to {multiple(t)} (no fine-tune): "
-               + "; ".join(f"{pe} {e}" for pe, e in d.items()) + "."]
+    s.lines = [
+        f"Ours, rise in bits per byte from the training length to {multiple(t)} (no fine-tune): "
+        + "; ".join(f"{pe} {e}" for pe, e in d.items())
+        + "."
+    ]
     subject = paper.subject("scheme")
     if subject in d:
         flat = not d[subject].above(paper.threshold("flat_bits"))
@@ -104,16 +151,28 @@ def alibi(tables: Tables, meta: Meta) -> Section:
         gaps = {o: Estimate.paired(rises(t, subject), rises(t, o)) for o in rivals}  # subject − rival, per seed
         separated = [o for o in rivals if gaps[o].verdict() == "lower"]
         by_mean = [o for o in rivals if gaps[o].mean < 0 and o not in separated]
-        verdict = "yes" if flat and len(separated) == len(rivals) else "partly" if flat and (separated or by_mean) else "no"
-        beaten = ([f"{', '.join(separated)} (paired interval below 0)"] if separated else []) + \
-                 ([f"{', '.join(by_mean)} by the mean only"] if by_mean else [])
+        verdict = (
+            "yes" if flat and len(separated) == len(rivals) else "partly" if flat and (separated or by_mean) else "no"
+        )
+        beaten = ([f"{', '.join(separated)} (paired interval below 0)"] if separated else []) + (
+            [f"{', '.join(by_mean)} by the mean only"] if by_mean else []
+        )
         s.lines.append(
             f"**Agrees:** {verdict} — {subject} {'stays flat' if flat else 'does not stay flat'} (within "
             f"{paper.threshold('flat_bits'):g} bits of no change); paired by seed, its rise minus "
-            + "; minus ".join(f"{o}'s {g}" for o, g in gaps.items()) + "; it rises less than "
-            + ("; ".join(beaten) if beaten else f"none of {', '.join(rivals)}") + "."
-            + ("" if verdict == "yes" else " " + paper.say(
-                "why_not", train_length=lengths(t)[0], multiple=multiple(t), **about(meta, "extrapolation_text", t))))
+            + "; minus ".join(f"{o}'s {g}" for o, g in gaps.items())
+            + "; it rises less than "
+            + ("; ".join(beaten) if beaten else f"none of {', '.join(rivals)}")
+            + "."
+            + (
+                ""
+                if verdict == "yes"
+                else " "
+                + paper.say(
+                    "why_not", train_length=lengths(t)[0], multiple=multiple(t), **about(meta, "extrapolation_text", t)
+                )
+            )
+        )
     return s
 
 
@@ -149,8 +208,10 @@ def pi(tables: Tables, meta: Meta) -> Section:
     two_none, two_pi = estimate(raw_rows, ns[1]), estimate(t, ns[1], pe=rope, scale=scale, metric="bpb")
     gap = Estimate.paired(per_seed(t, ns[-1], pe=rope, scale=scale, metric="bpb"), per_seed(raw_rows, ns[-1]))
     better = gap.verdict() == "lower"
-    s.lines = [f"Ours, {rope} bits per byte without fine-tune: at {ns[1]} unscaled {two_none}, {scale} {two_pi}; at "
-               f"{ns[-1]} unscaled {none}, {scale} {pi_}."]
+    s.lines = [
+        f"Ours, {rope} bits per byte without fine-tune: at {ns[1]} unscaled {two_none}, {scale} {two_pi}; at "
+        f"{ns[-1]} unscaled {none}, {scale} {pi_}."
+    ]
     target, tuned, raw, lowered = _target(tables), None, None, None
     if target is not None:
         tt, factor = target
@@ -158,25 +219,39 @@ def pi(tables: Tables, meta: Meta) -> Section:
         within, _ = _spans(tt, factor)
         if steps and within:
             raw, tuned = (_span_estimate(tt, within, scale=scale, finetune_steps=ft) for ft in (0, steps))
-            lowered = Estimate.paired(*(per_seed(tt, within, scale=scale, metric="bpb", finetune_steps=ft)
-                                        for ft in (steps, 0)))  # after − before, per seed
-            s.lines.append(f"With a fixed factor {factor} and {steps} fine-tune steps at each length, {scale} over "
-                           f"{within[0]}–{within[-1]} bytes: {raw} before, {tuned} after fine-tuning (the unscaled "
-                           f"model at its training length: {estimate(raw_rows, ns[0])}).")
+            lowered = Estimate.paired(
+                *(per_seed(tt, within, scale=scale, metric="bpb", finetune_steps=ft) for ft in (steps, 0))
+            )  # after − before, per seed
+            s.lines.append(
+                f"With a fixed factor {factor} and {steps} fine-tune steps at each length, {scale} over "
+                f"{within[0]}–{within[-1]} bytes: {raw} before, {tuned} after fine-tuning (the unscaled "
+                f"model at its training length: {estimate(raw_rows, ns[0])})."
+            )
     recovers = tuned is not None and lowered.verdict() == "lower"
-    s.lines.append(f"**Agrees:** {'yes' if better else 'no'} on the untuned comparison — {scale} is "
-                   f"{'better' if better else 'not better'} than raw extrapolation at {multiple(t)} (paired by seed, "
-                   f"{scale} − unscaled {gap} bits per byte)"
-                   + (f"; and fine-tuning {'lowers' if recovers else 'does not lower'} {scale}'s loss within its target "
-                      f"(after − before, paired by seed: {lowered})."
-                      if tuned is not None else ".")
-                   + ("" if better else " " + paper.say("why_not", rise=str(rise(t, rope)), factor=multiple(t),
-                                                       **about(meta, "extrapolation_text", t))))
+    s.lines.append(
+        f"**Agrees:** {'yes' if better else 'no'} on the untuned comparison — {scale} is "
+        f"{'better' if better else 'not better'} than raw extrapolation at {multiple(t)} (paired by seed, "
+        f"{scale} − unscaled {gap} bits per byte)"
+        + (
+            f"; and fine-tuning {'lowers' if recovers else 'does not lower'} {scale}'s loss within its target "
+            f"(after − before, paired by seed: {lowered})."
+            if tuned is not None
+            else "."
+        )
+        + (
+            ""
+            if better
+            else " "
+            + paper.say("why_not", rise=str(rise(t, rope)), factor=multiple(t), **about(meta, "extrapolation_text", t))
+        )
+    )
     return s
 
 
 RELATIONS: dict[str, Callable[[Estimate], bool]] = {  # on the paired difference first − second
-    "<": lambda g: g.mean < 0, "≈": lambda g: g.holds(0), "≲": lambda g: g.mean <= 0 or g.holds(0),
+    "<": lambda g: g.mean < 0,
+    "≈": lambda g: g.holds(0),
+    "≲": lambda g: g.mean <= 0 or g.holds(0),
     "≪": lambda g: g.below(0),
 }
 
@@ -192,9 +267,15 @@ def yarn(tables: Tables, meta: Meta) -> Section:
     steps = sorted(int(x) for x in t["finetune_steps"].dropna().unique())
     scales, ft = list(t["scale"].unique()), steps[-1]
     heads = {name: f"{name} ({span[0]}–{span[-1]})" if span else f"{name} (—)" for name, span in spans.items()}
-    rows = [{"scale": sc, "fine-tune steps": st,
-             **{heads[name]: str(_span_estimate(t, span, scale=sc, finetune_steps=st)) for name, span in spans.items()}}
-            for st in steps for sc in scales]
+    rows = [
+        {
+            "scale": sc,
+            "fine-tune steps": st,
+            **{heads[name]: str(_span_estimate(t, span, scale=sc, finetune_steps=st)) for name, span in spans.items()},
+        }
+        for st in steps
+        for sc in scales
+    ]
     # every rescaling scores the same trained model of a seed: compare them paired by seed
     when = {"within": ft, "beyond": 0}
     gaps, agrees = [], {}
@@ -206,18 +287,33 @@ def yarn(tables: Tables, meta: Meta) -> Section:
             gaps.append(f"{name} {a} − {b} {g} (published {a} {rel} {b})")
             oks.append(g.n > 0 and RELATIONS[rel](g))
         agrees[name] = all(oks)
-    ranked = {name: sorted(scales, key=lambda sc: _span_estimate(t, spans[name], scale=sc, finetune_steps=when[name]).mean)
-              for name in spans}
-    s.lines = [f"Ours: {', '.join(t['pe'].unique())} trained at {lengths(t)[0]} bytes, every rescaling at a fixed factor {factor} (target "
-               f"{int(lengths(t)[0]) * factor}), bits per byte averaged over the lengths within and beyond the target "
-               "(`suite/extrapolation_target.csv`):", "", md(pd.DataFrame(rows)), "",
-               f"Within the target after {ft} fine-tune steps: {' < '.join(ranked['within'])}; beyond it "
-               f"without fine-tune: {' < '.join(ranked['beyond'])}.",
-               "Paired by seed (the same trained model under each rescaling), in bits per byte: " + "; ".join(gaps) + ".",
-               f"**Agrees:** " + ", ".join(f"{'within the target' if n == 'within' else 'beyond it'} "
-                                          f"{'yes' if ok else 'no'}" for n, ok in agrees.items()) + "."
-               + ("" if all(agrees.values()) else " " + paper.say("why_not", steps=str(ft),
-                                                                  **about(meta, "extrapolation_target", t)))]
+    ranked = {
+        name: sorted(scales, key=lambda sc: _span_estimate(t, spans[name], scale=sc, finetune_steps=when[name]).mean)
+        for name in spans
+    }
+    s.lines = [
+        f"Ours: {', '.join(t['pe'].unique())} trained at {lengths(t)[0]} bytes, every "
+        f"rescaling at a fixed factor {factor} (target "
+        f"{int(lengths(t)[0]) * factor}), bits per byte averaged over the lengths within and beyond the target "
+        "(`suite/extrapolation_target.csv`):",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+        f"Within the target after {ft} fine-tune steps: {' < '.join(ranked['within'])}; beyond it "
+        f"without fine-tune: {' < '.join(ranked['beyond'])}.",
+        "Paired by seed (the same trained model under each rescaling), in bits per byte: " + "; ".join(gaps) + ".",
+        "**Agrees:** "
+        + ", ".join(
+            f"{'within the target' if n == 'within' else 'beyond it'} {'yes' if ok else 'no'}"
+            for n, ok in agrees.items()
+        )
+        + "."
+        + (
+            ""
+            if all(agrees.values())
+            else " " + paper.say("why_not", steps=str(ft), **about(meta, "extrapolation_target", t))
+        ),
+    ]
     return s
 
 
@@ -231,20 +327,33 @@ def rope_vit(tables: Tables, meta: Meta) -> Section:
     higher = [c for c in cols if int(c[:-2]) > int(px[:-2])]
     untuned = r[r["finetune_steps"] == 0]
     placed = untuned[~untuned["pe"].isin(encoding(untuned["pe"].unique(), "nothing"))]
-    rows = [{"pe": pe, "method": m, px: str(accuracy(p, px)), **{c: str(difference(p, c, px, ACCURACY_GAP)) for c in higher}}
-            for (pe, m), p in placed.groupby(["pe", "method"], sort=False)]
-    s.lines = ["Ours, accuracy at the training resolution and its change at higher ones (no fine-tune):", "",
-               md(pd.DataFrame(rows)), ""]
+    rows = [
+        {
+            "pe": pe,
+            "method": m,
+            px: str(accuracy(p, px)),
+            **{c: str(difference(p, c, px, ACCURACY_GAP)) for c in higher},
+        }
+        for (pe, m), p in placed.groupby(["pe", "method"], sort=False)
+    ]
+    s.lines = [
+        "Ours, accuracy at the training resolution and its change at higher ones (no fine-tune):",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+    ]
     sub = paper.subjects
     if higher and rows:
         arms = [select(untuned, pe=sub[k], method=sub[f"{k}_method"]) for k in ("table", "rotary")]
         ape, mixed = (difference(a, higher[-1], px, ACCURACY_GAP) for a in arms)
         gap = Estimate.paired(*(change(a, higher[-1], px) for a in arms), bounds=(-2.0, 2.0))  # table − rotary
         agrees = gap.verdict() == "lower"
-        s.lines.append(f"**Agrees:** {'yes' if agrees else 'no'} — at {higher[-1]} the interpolated {sub['table']} table "
-                       f"({sub['table_method']}) changes by {ape}, {sub['rotary']} ({sub['rotary_method']}) by {mixed}; "
-                       f"paired by seed, the table's change minus {sub['rotary']}'s is {gap} ({gap.verdict()})."
-                       + ("" if agrees else " " + paper.say("why_not")))
+        s.lines.append(
+            f"**Agrees:** {'yes' if agrees else 'no'} — at {higher[-1]} the interpolated {sub['table']} table "
+            f"({sub['table_method']}) changes by {ape}, {sub['rotary']} ({sub['rotary_method']}) by {mixed}; "
+            f"paired by seed, the table's change minus {sub['rotary']}'s is {gap} ({gap.verdict()})."
+            + ("" if agrees else " " + paper.say("why_not"))
+        )
     return s
 
 
@@ -259,27 +368,39 @@ def nope(tables: Tables, meta: Meta) -> Section:
         ns, plain = lengths(p), select(as_trained(p), metric="accuracy")
         acc = {pe: accuracy(plain, ns[-1], pe=pe) for pe in plain["pe"].unique()}
         at_l = {pe: accuracy(plain, ns[0], pe=pe) for pe in acc}
-        lines.append(f"Passkey accuracy at {ns[0]} → {ns[-1]} tokens (no rescaling): "
-                     + "; ".join(f"{pe} {at_l[pe]} → {acc[pe]}" for pe in acc) + ".")
+        lines.append(
+            f"Passkey accuracy at {ns[0]} → {ns[-1]} tokens (no rescaling): "
+            + "; ".join(f"{pe} {at_l[pe]} → {acc[pe]}" for pe in acc)
+            + "."
+        )
         ranked = sorted((pe for pe in acc if acc[pe].n), key=lambda pe: -acc[pe].mean)
         if subject in ranked:
-            gaps = {pe: Estimate.paired(per_seed(plain, ns[-1], pe=subject), per_seed(plain, ns[-1], pe=pe), ACCURACY_GAP)
-                    for pe in ranked if pe != subject}  # subject − pe, paired by seed
+            gaps = {
+                pe: Estimate.paired(per_seed(plain, ns[-1], pe=subject), per_seed(plain, ns[-1], pe=pe), ACCURACY_GAP)
+                for pe in ranked
+                if pe != subject
+            }  # subject − pe, paired by seed
             beats = [pe for pe, g in gaps.items() if g.verdict() == "higher"]
             ties = [pe for pe in gaps if pe not in beats]
             first = ranked[0] == subject
             verdict = "yes" if first and not ties else "partly" if first else "no"
-            lines.append(f"**Agrees:** {verdict} — at {ns[-1]} tokens {subject} ranks {ranked.index(subject) + 1} of "
-                         f"{len(ranked)} by mean accuracy; paired by seed, {subject} − "
-                         + "; ".join(f"{pe} {g}" for pe, g in gaps.items()) + f": it is above "
-                         f"{', '.join(beats) or 'no other scheme'}"
-                         + (f", with no difference shown from {', '.join(ties)}" if ties else "") + "."
-                         + ("" if verdict == "yes" else " " + paper.say("why_not",
-                                                                        **about(meta, "extrapolation_passkey", p))))
+            lines.append(
+                f"**Agrees:** {verdict} — at {ns[-1]} tokens {subject} ranks {ranked.index(subject) + 1} of "
+                f"{len(ranked)} by mean accuracy; paired by seed, {subject} − "
+                + "; ".join(f"{pe} {g}" for pe, g in gaps.items())
+                + f": it is above "
+                f"{', '.join(beats) or 'no other scheme'}"
+                + (f", with no difference shown from {', '.join(ties)}" if ties else "")
+                + "."
+                + ("" if verdict == "yes" else " " + paper.say("why_not", **about(meta, "extrapolation_passkey", p)))
+            )
     if t is not None:
         rivals = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique() if pe != subject}
-        lines.append(f"Text: {subject} rises by {rise(t, subject)} bits per byte at {multiple(t)}; "
-                     + ", ".join(f"{pe} by {e}" for pe, e in rivals.items() if e.n) + ".")
+        lines.append(
+            f"Text: {subject} rises by {rise(t, subject)} bits per byte at {multiple(t)}; "
+            + ", ".join(f"{pe} by {e}" for pe, e in rivals.items() if e.n)
+            + "."
+        )
     s.lines = lines
     return s
 

@@ -35,7 +35,9 @@ class Entry:
 
     def subject(self, name: str) -> Any:
         if name not in self.subjects:
-            raise ConfigError(f"{FILE}: {self.key} has no subject '{name}'; it has: {', '.join(self.subjects) or 'none'}")
+            raise ConfigError(
+                f"{FILE}: {self.key} has no subject '{name}'; it has: {', '.join(self.subjects) or 'none'}"
+            )
         return self.subjects[name]
 
     def threshold(self, name: str) -> float:
@@ -51,8 +53,9 @@ class Entry:
         wanted = {f for _, f, _, _ in string.Formatter().parse(text) if f}
         unknown = wanted - set(values)
         if unknown:
-            raise ConfigError(f"{FILE}: {self.key}.{name} names {{{sorted(unknown)[0]}}}; "
-                              f"valid here: {', '.join(sorted(values))}")
+            raise ConfigError(
+                f"{FILE}: {self.key}.{name} names {{{sorted(unknown)[0]}}}; valid here: {', '.join(sorted(values))}"
+            )
         return text.format(**values)
 
     def cited(self) -> str:
@@ -68,10 +71,18 @@ _FIELDS = ("title", "statement", "found", "paper", "arxiv", "numbers", "subjects
 def _entry(key: str, node: dict[str, Any]) -> Entry:
     if not isinstance(node, dict) or "title" not in node or not ({"statement", "found"} & set(node)):
         raise ConfigError(f"{FILE}: {key} needs a title and a statement (claims) or found (findings)")
-    return Entry(key, str(node["title"]), str(node.get("statement", node.get("found"))), str(node.get("paper", "")),
-                 str(node.get("arxiv", "")), str(node.get("numbers", "")), dict(node.get("subjects") or {}),
-                 dict(node.get("thresholds") or {}), dict(node.get("order") or {}),
-                 {k: str(v) for k, v in node.items() if k not in _FIELDS})
+    return Entry(
+        key,
+        str(node["title"]),
+        str(node.get("statement", node.get("found"))),
+        str(node.get("paper", "")),
+        str(node.get("arxiv", "")),
+        str(node.get("numbers", "")),
+        dict(node.get("subjects") or {}),
+        dict(node.get("thresholds") or {}),
+        dict(node.get("order") or {}),
+        {k: str(v) for k, v in node.items() if k not in _FIELDS},
+    )
 
 
 @cache
@@ -83,8 +94,10 @@ def literature() -> dict[str, dict[str, Entry]]:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError(f"{FILE} is not valid YAML{where}: {str(e).splitlines()[0]}") from None
-    return {part: {key: _entry(key, node) for key, node in (data.get(part) or {}).items()}
-            for part in ("claims", "findings")}
+    return {
+        part: {key: _entry(key, node) for key, node in (data.get(part) or {}).items()}
+        for part in ("claims", "findings")
+    }
 
 
 def claim(key: str) -> Entry:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc.reporting.style import pyplot, save_figure
 from posenc.reporting.claims import TOL
 from posenc.reporting.estimates import accuracy, select
+from posenc.reporting.style import pyplot, save_figure
 from posenc.reporting.tables import lengths, moves_grid, pixels, scorer, unscaled
 
 
@@ -31,8 +31,14 @@ def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
             continue
         es = [e for e in est if e.n]
         colour = palette(i % palette.N)
-        ax.plot(xs, [e.mean for e in es], marker="o", color=colour, label=f"{pe}/{scale}",
-                linestyle="-" if scale in plain else "--")
+        ax.plot(
+            xs,
+            [e.mean for e in es],
+            marker="o",
+            color=colour,
+            label=f"{pe}/{scale}",
+            linestyle="-" if scale in plain else "--",
+        )
         if all(not math.isnan(e.low) for e in es):
             ax.fill_between(xs, [e.low for e in es], [e.high for e in es], color=colour, alpha=0.15)
     ax.axvline(int(ns[0]), color="grey", linestyle=":", label="train length")
@@ -56,8 +62,14 @@ def plot_resolution(r: pd.DataFrame, path: Path) -> None:
     for ax, ft in zip(axes[0], steps):
         for (pe, method), part in r[r["finetune_steps"] == ft].groupby(["pe", "method"], sort=False):
             est = [accuracy(part, c) for c in cols]
-            ax.plot(xs, [e.mean for e in est], marker="o", color=colours[pe], label=f"{pe} / {method}",
-                    linestyle="-" if moves_grid(method) or method == "none" else "--")
+            ax.plot(
+                xs,
+                [e.mean for e in est],
+                marker="o",
+                color=colours[pe],
+                label=f"{pe} / {method}",
+                linestyle="-" if moves_grid(method) or method == "none" else "--",
+            )
             if all(not math.isnan(e.low) for e in est):
                 ax.fill_between(xs, [e.low for e in est], [e.high for e in est], color=colours[pe], alpha=0.1)
         ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps", fontsize=10)
@@ -79,9 +91,16 @@ def plot_order(t: pd.DataFrame, path: Path) -> None:
         res = [float(g[g["phase"] == phase]["equivariance_residual"].max()) for _, g in groups]
         acc = [accuracy(g, "accuracy", phase=phase) for _, g in groups]
         axes[0].bar(xs, [max(v, 1e-12) for v in res], 0.4, label=phase)
-        axes[1].bar(xs, [e.mean for e in acc], 0.4, label=phase,
-                    yerr=[[e.mean - e.low if not math.isnan(e.low) else 0 for e in acc],
-                          [e.high - e.mean if not math.isnan(e.high) else 0 for e in acc]])
+        axes[1].bar(
+            xs,
+            [e.mean for e in acc],
+            0.4,
+            label=phase,
+            yerr=[
+                [e.mean - e.low if not math.isnan(e.low) else 0 for e in acc],
+                [e.high - e.mean if not math.isnan(e.high) else 0 for e in acc],
+            ],
+        )
     axes[0].set_yscale("log")
     axes[0].axhline(TOL, color="k", ls="--", lw=1, label=f"tolerance {TOL:g}")
     axes[0].set_title("permutation residual (max over seeds)", fontsize=9)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc.reporting.compare import load, runs_of
 from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text
-from posenc.reporting.style import pyplot, save_figure
 from posenc.engine.results import RunDir
+from posenc.reporting.compare import load, runs_of
+from posenc.reporting.style import pyplot, save_figure
 
 
 def _md(table: pd.DataFrame) -> str:
@@ -52,8 +52,12 @@ def write_report(inputs: Sequence[Path], out_dir: Path) -> Path:
         raise UserError("nothing to report: give run directories or sweep directories")
     runs = [run for path in inputs for run in runs_of(Path(path))]  # checks every input first
     out_dir = Path(out_dir)
-    lines = ["# posenc report", "", f"{len(runs)} runs from {len(inputs)} inputs, "
-             f"written {time.strftime('%Y-%m-%d %H:%M:%S')}.", ""]
+    lines = [
+        "# posenc report",
+        "",
+        f"{len(runs)} runs from {len(inputs)} inputs, written {time.strftime('%Y-%m-%d %H:%M:%S')}.",
+        "",
+    ]
     lines += [f"- `{p}`" for p in inputs] + [""]
 
     finished = [r for r in runs if (r / "table.csv").exists()]
@@ -67,10 +71,18 @@ def write_report(inputs: Sequence[Path], out_dir: Path) -> Path:
 
     for path in map(Path, inputs):
         if (path / "stats.csv").exists():
-            lines += [f"## Sweep {path.name}", "", "Jobs and their status:", "",
-                      _md(pd.read_csv(path / "runs.csv", keep_default_na=False).drop(columns=["run_dir"], errors="ignore")),
-                      "", "Runs that differ only by seed (95% interval from the t distribution):", "",
-                      _md(pd.read_csv(path / "stats.csv")), ""]
+            lines += [
+                f"## Sweep {path.name}",
+                "",
+                "Jobs and their status:",
+                "",
+                _md(pd.read_csv(path / "runs.csv", keep_default_na=False).drop(columns=["run_dir"], errors="ignore")),
+                "",
+                "Runs that differ only by seed (95% interval from the t distribution):",
+                "",
+                _md(pd.read_csv(path / "stats.csv")),
+                "",
+            ]
 
     if plot_curves(runs, out_dir / "curves.png"):
         lines += ["## Training curves", "", "![training and validation loss](curves.png)", ""]
@@ -80,9 +92,14 @@ def write_report(inputs: Sequence[Path], out_dir: Path) -> Path:
         summary = RunDir(run).read_summary()
         config = RunDir(run).read_config()
         choices = ", ".join(f"{g}={v}" for g, v in config.get("choices", {}).items() if v)
-        lines += [f"### {run.name}", "", f"`{run}` — status **{summary.get('status')}**"
-                  + (f": {summary['error']}" if summary.get("error") else ""), "",
-                  f"{choices}, seed={config.get('seed')}", ""]
+        lines += [
+            f"### {run.name}",
+            "",
+            f"`{run}` — status **{summary.get('status')}**" + (f": {summary['error']}" if summary.get("error") else ""),
+            "",
+            f"{choices}, seed={config.get('seed')}",
+            "",
+        ]
         if (run / "table.csv").exists():
             lines += [_md(pd.read_csv(run / "table.csv")), ""]
         for png in sorted(run.rglob("*.png")):

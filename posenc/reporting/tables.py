@@ -46,8 +46,10 @@ def missing(tables: Tables, name: str) -> list[str]:
     """Why a section has nothing to read: the sweep did not run, or none of its models learned."""
     t = completed(tables.get(name))
     if t is not None and len(t) and under_target(t).all():
-        return [f"Not measured: no model of the suite's `{name}` sweep reached its training target "
-                "(see \"Models under their training target\")."]
+        return [
+            f"Not measured: no model of the suite's `{name}` sweep reached its training target "
+            '(see "Models under their training target").'
+        ]
     return [f"Not measured: the suite's `{name}` sweep is missing from this run (`posenc suite --only …`?)."]
 
 
@@ -56,6 +58,7 @@ def md(table: pd.DataFrame) -> str:
 
 
 # --- what a scheme, scaling or method is: asked of its class -------------------------------------
+
 
 @cache
 def _class(group: str, name: str) -> Any:
@@ -88,6 +91,7 @@ def moves_grid(method: str) -> bool:
 
 # --- the tables ----------------------------------------------------------------------------------
 
+
 def lengths(table: pd.DataFrame) -> list[str]:
     """The length columns of an extrapolation table (``"64"``, ``"128"``, …), ascending."""
     return sorted((c for c in table.columns if str(c).isdigit()), key=int)
@@ -95,7 +99,9 @@ def lengths(table: pd.DataFrame) -> list[str]:
 
 def pixels(table: pd.DataFrame) -> list[str]:
     """The resolution columns of a resolution table (``"16px"``, …), ascending."""
-    return sorted((c for c in table.columns if str(c).endswith("px") and str(c)[:-2].isdigit()), key=lambda c: int(c[:-2]))
+    return sorted(
+        (c for c in table.columns if str(c).endswith("px") and str(c)[:-2].isdigit()), key=lambda c: int(c[:-2])
+    )
 
 
 def present(tables: Tables, name: str, everyone: bool = False) -> pd.DataFrame | None:
@@ -142,8 +148,11 @@ def did_not_learn(tables: Tables, expected: dict[str, dict[str, str]] | None = N
         control = identity.map(lambda values: next((c for c in reasons if set(c.split()) <= values), None))
         under = runs[runs["_under"] & control.isna()]
         if len(under):
-            named = "; ".join(f"{' '.join(map(str, group if isinstance(group, tuple) else (group,)))} (seed "
-                              f"{', '.join(str(s) for s in part['seed'])})" for group, part in under.groupby(keys, sort=False))
+            named = "; ".join(
+                f"{' '.join(map(str, group if isinstance(group, tuple) else (group,)))} (seed "
+                f"{', '.join(str(s) for s in part['seed'])})"
+                for group, part in under.groupby(keys, sort=False)
+            )
             short.append(f"- `{name}`: {len(under)} did not learn — {named}.")
         for which, part in runs[control.notna()].groupby(control[control.notna()], sort=False):
             missed = int(part["_under"].sum())
@@ -218,8 +227,9 @@ def resolution_table(r: pd.DataFrame, finetune: int) -> pd.DataFrame:
 
 # --- what the suite ran: its metadata ------------------------------------------------------------
 
+
 def pe_lr_words(model: dict[str, Any]) -> str:
-    """"position parameters at 10× the lr" for a recorded model trained with ``train.pe_lr_scale``
+    """ "position parameters at 10× the lr" for a recorded model trained with ``train.pe_lr_scale``
     other than 1, else ""."""
     scale = float(model.get("pe_lr_scale", 1.0))
     return "" if scale == 1 else f"position parameters at {scale:g}× the lr"
@@ -240,8 +250,10 @@ def about(meta: Meta, sweep: str, table: pd.DataFrame | None = None) -> dict[str
         for name, other in sweeps.items():
             o = other.get("model") or {}
             if name != sweep and other.get("table") == sweep and {"n_layers", "d_model"} <= set(o) and o != m:
-                which = next((v.split("=", 1)[1].replace(",", ", ") for v in other.get("overrides", [])
-                              if v.startswith("pe=")), name)
+                which = next(
+                    (v.split("=", 1)[1].replace(",", ", ") for v in other.get("overrides", []) if v.startswith("pe=")),
+                    name,
+                )
                 if (o["n_layers"], o["d_model"]) != (m["n_layers"], m["d_model"]):
                     which += f" {o['n_layers']}-layer, {o['d_model']}-wide"
                 if pe_lr_words(o) != pe_lr_words(m):

@@ -84,7 +84,9 @@ class ImageTask(Protocol):
         """(b, C, res, res) images at ``size`` = res pixels and their (b,) labels."""
         ...
 
-    def eval_set(self, resolution: int | None = None, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def eval_set(
+        self, resolution: int | None = None, max_items: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The fixed validation images at ``resolution`` (default: the training one) and labels."""
         ...
 

@@ -34,7 +34,7 @@ def shape_masks(kind: torch.Tensor, cy: torch.Tensor, cx: torch.Tensor, r: torch
     dy, dx = y - cy[:, None, None], x - cx[:, None, None]  # (n, res, res) by broadcasting
     r = r[:, None, None]
     square = (dx.abs() <= r) & (dy.abs() <= r)
-    circle = dx ** 2 + dy ** 2 <= r ** 2
+    circle = dx**2 + dy**2 <= r**2
     triangle = (dy.abs() <= r) & (dx.abs() <= (dy + r) / 2)  # apex up
     cross = ((dx.abs() <= r / 3) & (dy.abs() <= r)) | ((dy.abs() <= r / 3) & (dx.abs() <= r))
     masks = torch.stack((square, circle, triangle, cross))  # (4, n, res, res)
@@ -52,8 +52,9 @@ class ShapesTask(ImageTask):
         without positions sees a bag of patches and is at chance (``posenc order`` reads it)."""
         return self.label != "shape"
 
-    def __init__(self, label: Label = "quadrant", resolution: int = 32, val_size: int = 512,
-                 noise: float = 0.05, seed: int = 0) -> None:
+    def __init__(
+        self, label: Label = "quadrant", resolution: int = 32, val_size: int = 512, noise: float = 0.05, seed: int = 0
+    ) -> None:
         if label not in LABELS:
             raise ConfigError(f"task.label '{label}' is not a label; valid: {', '.join(LABELS)}")
         if resolution < 4:
@@ -67,13 +68,16 @@ class ShapesTask(ImageTask):
 
     def scenes(self, n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
         """Continuous parameters of ``n`` scenes (positions in [0, 1]) and their labels."""
+
         def rand(*shape: int) -> torch.Tensor:
             return torch.rand(*shape, generator=g)
 
         r = 0.12 + 0.08 * rand(n, 2)  # radii, a fraction of the side
         kind = torch.randint(0, 4, (n, 2), generator=g)
         bg = 0.15 * rand(n, 3)
-        colour = torch.stack((0.5 + 0.5 * rand(n, 3), torch.tensor(RED).expand(n, 3), torch.tensor(BLUE).expand(n, 3)), 1)
+        colour = torch.stack(
+            (0.5 + 0.5 * rand(n, 3), torch.tensor(RED).expand(n, 3), torch.tensor(BLUE).expand(n, 3)), 1
+        )
         if self.label in ("quadrant", "shape"):
             label = torch.randint(0, 4, (n,), generator=g)
             if self.label == "quadrant":  # centre inside the quadrant, clear of the midlines
@@ -83,8 +87,15 @@ class ShapesTask(ImageTask):
             else:
                 kind[:, 0] = label
                 cy, cx = r[:, 0] + (1 - 2 * r[:, 0]) * rand(n), r[:, 0] + (1 - 2 * r[:, 0]) * rand(n)
-            return {"kind": kind[:, :1], "cy": cy[:, None], "cx": cx[:, None], "r": r[:, :1],
-                    "colour": colour[:, :1], "bg": bg, "label": label}
+            return {
+                "kind": kind[:, :1],
+                "cy": cy[:, None],
+                "cx": cx[:, None],
+                "r": r[:, :1],
+                "colour": colour[:, :1],
+                "bg": bg,
+                "label": label,
+            }
         # two objects, red then blue, in opposite halves along the labelled axis
         label = torch.randint(0, 2, (n,), generator=g)
         along = torch.stack((0.25 + 0.1 * (rand(n) - 0.5), 0.75 + 0.1 * (rand(n) - 0.5)), 1)  # (n, 2)
@@ -94,7 +105,9 @@ class ShapesTask(ImageTask):
         cy, cx = (along, across) if self.label == "above" else (across, along)
         return {"kind": kind, "cy": cy, "cx": cx, "r": r, "colour": colour[:, 1:], "bg": bg, "label": label}
 
-    def render(self, scenes: dict[str, torch.Tensor], resolution: int, g: torch.Generator | None = None) -> torch.Tensor:
+    def render(
+        self, scenes: dict[str, torch.Tensor], resolution: int, g: torch.Generator | None = None
+    ) -> torch.Tensor:
         """(n, 3, res, res) images in [0, 1]: objects painted over the background, 2x supersampled."""
         n, k = scenes["kind"].shape
         big = 2 * resolution
@@ -111,7 +124,9 @@ class ShapesTask(ImageTask):
         scenes = self.scenes(batch_size, generator)
         return self.render(scenes, size, generator), scenes["label"]
 
-    def eval_set(self, resolution: int | None = None, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def eval_set(
+        self, resolution: int | None = None, max_items: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The fixed validation scenes rendered at ``resolution``: (n, 3, res, res) and (n,) labels."""
         n = min(self.val_size, max_items or self.val_size)
         scenes = {k: v[:n] for k, v in self._val.items()}

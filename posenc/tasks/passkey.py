@@ -43,8 +43,9 @@ class PasskeyTask(SyntheticTask):
         n_fill = seq_len + 1 - 2 * (self.key_length + 1)
         return (depth * n_fill).round().long()
 
-    def sample(self, n: int, seq_len: int, generator: torch.Generator,
-               depth: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+        self, n: int, seq_len: int, generator: torch.Generator, depth: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         k = self.key_length
         if depth is None:
             depth = torch.rand(n, generator=generator)
@@ -59,8 +60,9 @@ class PasskeyTask(SyntheticTask):
         mask[:, -k:] = True
         return tokens, mask
 
-    def eval_windows(self, seq_len: int, max_windows: int | None = None,
-                     depth: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def eval_windows(
+        self, seq_len: int, max_windows: int | None = None, depth: float | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Fixed validation sequences; window i at ``depths[i % len(depths)]`` unless ``depth`` is given."""
         n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
         depths = self.window_depths(n) if depth is None else torch.full((n,), float(depth))

@@ -10,7 +10,6 @@ windows, whatever was trained before.
 
 from __future__ import annotations
 
-
 import torch
 
 from posenc.core.errors import ConfigError
@@ -43,8 +42,9 @@ class SyntheticTask(SequenceTask):
     def check_length(self, seq_len: int, split: str = "train") -> None:
         """Any length from ``min_length`` on: sequences are generated, never read from a split."""
         if seq_len < self.min_length:
-            raise ConfigError(f"sequence length {seq_len} is too short for task {self.name}; "
-                              f"it needs >= {self.min_length}")
+            raise ConfigError(
+                f"sequence length {seq_len} is too short for task {self.name}; it needs >= {self.min_length}"
+            )
 
     def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return lm_pairs(*self.sample(batch_size, size, generator))

@@ -110,6 +110,9 @@ class TextTask(SequenceTask):
         return float(-logp[self.splits["val"].long()].mean())
 
     def describe(self) -> dict[str, float | str]:
-        return {"corpus": self.name, "train_bytes": len(self.splits["train"]),
-                "val_bytes": len(self.splits["val"]), "unigram_bpb": self.unigram_bits_per_byte()}
-
+        return {
+            "corpus": self.name,
+            "train_bytes": len(self.splits["train"]),
+            "val_bytes": len(self.splits["val"]),
+            "unigram_bpb": self.unigram_bits_per_byte(),
+        }

@@ -21,10 +21,10 @@ from posenc.tasks.base import ImageTask
 Dataset = Literal["cifar10", "mnist", "image_folder"]
 BY_HAND = {
     "cifar10": "download https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz on a machine with a network "
-               "and extract it so that {root}/cifar-10-batches-py/ exists",
+    "and extract it so that {root}/cifar-10-batches-py/ exists",
     "mnist": "download train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and "
-             "t10k-labels-idx1-ubyte.gz from https://ossci-datasets.s3.amazonaws.com/mnist/ on a machine with a "
-             "network and gunzip them into {root}/MNIST/raw/",
+    "t10k-labels-idx1-ubyte.gz from https://ossci-datasets.s3.amazonaws.com/mnist/ on a machine with a "
+    "network and gunzip them into {root}/MNIST/raw/",
 }
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff")
 
@@ -49,8 +49,10 @@ def _torchvision_split(dataset: str, root: Path, train: bool, download: bool) ->
         how = BY_HAND[dataset].format(root=root)
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if download:
-            raise UserError(f"could not download {dataset} into '{root}' ({reason}); without a network, {how}, "
-                            "then run with task.download=false") from None
+            raise UserError(
+                f"could not download {dataset} into '{root}' ({reason}); without a network, {how}, "
+                "then run with task.download=false"
+            ) from None
         raise UserError(f"task.root '{root}' holds no {dataset} files; {how}, or set task.download=true") from None
     data = torch.as_tensor(ds.data)
     images = data.permute(0, 3, 1, 2) if data.dim() == 4 else data[:, None]  # (n, C, H, W) uint8
@@ -118,7 +120,9 @@ class TorchvisionTask(ImageTask):
             train, train_y, classes = _image_folder(root / "train")
             val, val_y, val_classes = _image_folder(val_dir)
             if val_classes != classes:
-                raise ConfigError(f"task.root '{root}': {val_dir.name}/ has classes {val_classes}, train/ has {classes}")
+                raise ConfigError(
+                    f"task.root '{root}': {val_dir.name}/ has classes {val_classes}, train/ has {classes}"
+                )
         else:
             images, labels, classes = _image_folder(root)
             if images:
@@ -130,8 +134,10 @@ class TorchvisionTask(ImageTask):
             else:
                 train, val = [], []
         if not train or not val:
-            raise ConfigError(f"task.root '{root}' holds no images in class folders (or too few to split); "
-                              "expected ROOT/<class>/<image>.png")
+            raise ConfigError(
+                f"task.root '{root}' holds no images in class folders (or too few to split); "
+                "expected ROOT/<class>/<image>.png"
+            )
         self.train_images, self.train_labels, self.val_images, self.val_labels = train, train_y, val, val_y
         self.classes = classes
 
@@ -140,6 +146,8 @@ class TorchvisionTask(ImageTask):
         images = [self.train_images[i] for i in idx] if isinstance(self.train_images, list) else self.train_images[idx]
         return resize(images, size), self.train_labels[idx]
 
-    def eval_set(self, resolution: int | None = None, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def eval_set(
+        self, resolution: int | None = None, max_items: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(self.val_labels) if max_items is None else min(max_items, len(self.val_labels))
         return resize(self.val_images[:n], resolution or self.resolution), self.val_labels[:n]

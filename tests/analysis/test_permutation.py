@@ -2,11 +2,11 @@ import pytest
 import torch
 from tiny_models import TinyViT
 
+from posenc.analysis.permutation import permutation_test, permute_inputs, permute_patches
 from posenc.models.lm import CausalLM
 from posenc.pe.learned import LearnedPE
 from posenc.pe.nope import NoPE
 from posenc.pe.rope import RoPE
-from posenc.analysis.permutation import permutation_test, permute_inputs, permute_patches
 
 
 def lm(pe, causal):
@@ -32,7 +32,9 @@ def test_a_causal_mask_or_a_position_scheme_breaks_invariance(pe, causal):
 
 def test_learned_table_breaks_invariance():
     torch.manual_seed(0)
-    s = permutation_test(lm(LearnedPE(32, 10, init_std=0.5), causal=False), tokens(), 4, torch.Generator().manual_seed(0))
+    s = permutation_test(
+        lm(LearnedPE(32, 10, init_std=0.5), causal=False), tokens(), 4, torch.Generator().manual_seed(0)
+    )
     assert s.equivariance_residual > 1e-2
 
 

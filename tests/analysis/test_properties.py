@@ -87,7 +87,8 @@ class RotatesValues(Attention):
 
     def forward(self, x, pe, rotation=None, bias=None, causal=True):
         hook = self.v.register_forward_hook(
-            lambda mod, args, out: _rotated(pe, rotation, out, self.n_kv_heads, self.head_dim))
+            lambda mod, args, out: _rotated(pe, rotation, out, self.n_kv_heads, self.head_dim)
+        )
         try:
             return super().forward(x, pe, rotation, bias, causal)
         finally:

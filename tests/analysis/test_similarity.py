@@ -2,9 +2,9 @@
 
 import torch
 
+from posenc.analysis.similarity import cosine_similarity_matrix, grid_distances, grid_rank_correlation
 from posenc.pe.grid import patch_positions
 from posenc.pe.sincos2d import sincos_2d
-from posenc.analysis.similarity import cosine_similarity_matrix, grid_distances, grid_rank_correlation
 
 
 def test_similarity_that_falls_with_distance_scores_one():
@@ -26,5 +26,5 @@ def test_cosine_similarity_matrix():
     e = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0]])
     s = cosine_similarity_matrix(e)
     torch.testing.assert_close(s.diagonal(), torch.ones(3, dtype=torch.float64))
-    torch.testing.assert_close(s[0, 1], torch.tensor(2 ** -0.5, dtype=torch.float64))
+    torch.testing.assert_close(s[0, 1], torch.tensor(2**-0.5, dtype=torch.float64))
     torch.testing.assert_close(s[0, 2], torch.tensor(0.0, dtype=torch.float64))

@@ -23,23 +23,29 @@ def test_summarize_known_values():
     s = summarize([1.0, 2.0, 3.0, 4.0])
     std = math.sqrt(5 / 3)  # squared deviations 2.25+0.25+0.25+2.25 over n-1=3
     half = 3.182446305284263 * std / 2  # t(0.975, 3) * std / sqrt(4)
-    assert s == pytest.approx({"n": 4, "mean": 2.5, "std": std, "ci95_low": 2.5 - half, "ci95_high": 2.5 + half}, rel=1e-12)
+    assert s == pytest.approx(
+        {"n": 4, "mean": 2.5, "std": std, "ci95_low": 2.5 - half, "ci95_high": 2.5 + half}, rel=1e-12
+    )
     one = summarize([7.0])
     assert one["n"] == 1 and one["mean"] == 7.0 and math.isnan(one["std"]) and math.isnan(one["ci95_low"])
     assert summarize([])["n"] == 0
 
 
 def test_aggregate_groups_runs_that_differ_by_seed_and_counts_failures():
-    table = pd.DataFrame({
-        "pe": ["rope", "rope", "rope", "nope", "nope", "nope"],
-        "seed": [0, 1, 2, 0, 1, 2],
-        "status": ["completed", "completed", "completed", "completed", "completed", "failed"],
-        "val_loss": [2.0, 2.2, 2.4, 3.0, 3.5, float("nan")],
-    })
+    table = pd.DataFrame(
+        {
+            "pe": ["rope", "rope", "rope", "nope", "nope", "nope"],
+            "seed": [0, 1, 2, 0, 1, 2],
+            "status": ["completed", "completed", "completed", "completed", "completed", "failed"],
+            "val_loss": [2.0, 2.2, 2.4, 3.0, 3.5, float("nan")],
+        }
+    )
     out = aggregate(table, ["pe"], ["val_loss"]).set_index("pe")
     low, high = scipy_stats.t.interval(0.95, 2, loc=2.2, scale=0.2 / math.sqrt(3))
     assert out.loc["rope", ["n", "failed"]].tolist() == [3, 0]
-    assert out.loc["rope", ["mean", "std", "ci95_low", "ci95_high"]].tolist() == pytest.approx([2.2, 0.2, low, high], rel=1e-12)
+    assert out.loc["rope", ["mean", "std", "ci95_low", "ci95_high"]].tolist() == pytest.approx(
+        [2.2, 0.2, low, high], rel=1e-12
+    )
     low, high = scipy_stats.t.interval(0.95, 1, loc=3.25, scale=math.sqrt(0.125) / math.sqrt(2))
     assert out.loc["nope", ["n", "failed"]].tolist() == [2, 1]
     assert out.loc["nope", ["mean", "ci95_low", "ci95_high"]].tolist() == pytest.approx([3.25, low, high], rel=1e-12)
@@ -48,7 +54,13 @@ def test_aggregate_groups_runs_that_differ_by_seed_and_counts_failures():
 # --- bounded intervals for accuracies, paired differences ---------------------------------------
 
 from posenc.analysis.stats import (  # noqa: E402
-    aggregate_accuracy, logit_t_interval, paired_by_seed, paired_difference, pooled_wilson, verdict, wilson_interval,
+    aggregate_accuracy,
+    logit_t_interval,
+    paired_by_seed,
+    paired_difference,
+    pooled_wilson,
+    verdict,
+    wilson_interval,
 )
 
 
@@ -75,8 +87,15 @@ def test_logit_t_interval_is_scipys_t_interval_on_the_logit_scale_and_stays_in_b
     mean, sem = sum(logits) / 3, scipy_stats.sem(logits)
     low, high = scipy_stats.t.interval(0.95, 2, loc=mean, scale=sem)
     out = logit_t_interval(accs)
-    assert out == pytest.approx({"n": 3, "mean": sum(accs) / 3, "ci95_low": scipy_stats.logistic.cdf(low),
-                                 "ci95_high": scipy_stats.logistic.cdf(high)}, rel=1e-12)
+    assert out == pytest.approx(
+        {
+            "n": 3,
+            "mean": sum(accs) / 3,
+            "ci95_low": scipy_stats.logistic.cdf(low),
+            "ci95_high": scipy_stats.logistic.cdf(high),
+        },
+        rel=1e-12,
+    )
     assert 0 < out["ci95_low"] < out["mean"] < out["ci95_high"] < 1
 
 
@@ -101,8 +120,17 @@ def test_paired_difference_matches_scipys_paired_t_interval():
     ref = scipy_stats.ttest_rel([a[s] for s in range(5)], [b[s] for s in range(5)]).confidence_interval(0.95)
     out = paired_difference(a, b)
     diffs = [a[s] - b[s] for s in range(5)]
-    assert out == pytest.approx({"n": 5, "mean_diff": sum(diffs) / 5, "std": scipy_stats.tstd(diffs),
-                                 "ci95_low": ref.low, "ci95_high": ref.high, "unpaired": 1}, rel=1e-12)
+    assert out == pytest.approx(
+        {
+            "n": 5,
+            "mean_diff": sum(diffs) / 5,
+            "std": scipy_stats.tstd(diffs),
+            "ci95_low": ref.low,
+            "ci95_high": ref.high,
+            "unpaired": 1,
+        },
+        rel=1e-12,
+    )
     assert verdict(out) == "higher" and verdict(paired_difference(b, a)) == "lower"
 
 
@@ -117,8 +145,7 @@ def test_pairing_by_seed_is_narrower_than_comparing_means_when_seeds_move_togeth
 
 
 def test_paired_by_seed_reads_a_table_and_bounds_clip_the_interval():
-    table = pd.DataFrame({"pe": ["rope"] * 2 + ["alibi"] * 2, "seed": [0, 1, 0, 1],
-                          "accuracy": [0.9, 0.3, 0.1, 0.2]})
+    table = pd.DataFrame({"pe": ["rope"] * 2 + ["alibi"] * 2, "seed": [0, 1, 0, 1], "accuracy": [0.9, 0.3, 0.1, 0.2]})
     out = paired_by_seed(table, "pe", "rope", "alibi", "accuracy", bounds=(-1.0, 1.0))
     raw = paired_difference({0: 0.9, 1: 0.3}, {0: 0.1, 1: 0.2})
     assert out["n"] == 2 and out["mean_diff"] == pytest.approx(0.45)
@@ -130,18 +157,31 @@ def test_paired_by_seed_reads_a_table_and_bounds_clip_the_interval():
 
 
 def test_aggregate_accuracy_carries_seeds_and_both_bounded_intervals():
-    table = pd.DataFrame({"pe": ["rope"] * 3 + ["nope"] * 3, "seed": [0, 1, 2] * 2,
-                          "status": ["completed"] * 5 + ["failed"], "items": [100, 100, 50, 100, 100, 100],
-                          "accuracy": [0.99, 0.97, 0.80, 0.5, 0.6, float("nan")]})
+    table = pd.DataFrame(
+        {
+            "pe": ["rope"] * 3 + ["nope"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "status": ["completed"] * 5 + ["failed"],
+            "items": [100, 100, 50, 100, 100, 100],
+            "accuracy": [0.99, 0.97, 0.80, 0.5, 0.6, float("nan")],
+        }
+    )
     out = aggregate_accuracy(table, ["pe"], trials="items").set_index("pe")
     rope = logit_t_interval([0.99, 0.97, 0.80], [100, 100, 50])
     wilson = pooled_wilson([0.99, 0.97, 0.80], [100, 100, 50])
     assert out.loc["rope", ["n", "trials", "failed"]].tolist() == [3, 250, 0]
     assert out.loc["rope", ["mean", "ci95_low", "ci95_high", "wilson_low", "wilson_high"]].tolist() == pytest.approx(
-        [rope["mean"], rope["ci95_low"], rope["ci95_high"], wilson["ci95_low"], wilson["ci95_high"]])
+        [rope["mean"], rope["ci95_low"], rope["ci95_high"], wilson["ci95_low"], wilson["ci95_high"]]
+    )
     assert out.loc["nope", ["n", "trials", "failed"]].tolist() == [2, 200, 1]
-    assert ((out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] >= 0)
-            & (out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] <= 1)).all().all()
+    assert (
+        (
+            (out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] >= 0)
+            & (out[["ci95_low", "ci95_high", "wilson_low", "wilson_high"]] <= 1)
+        )
+        .all()
+        .all()
+    )
     no_trials = aggregate_accuracy(table, ["pe"]).set_index("pe")
     assert math.isnan(no_trials.loc["rope", "wilson_low"]) and no_trials.loc["rope", "n"] == 3
 
@@ -165,7 +205,7 @@ def test_median_interval_takes_the_order_statistics_of_binomial_coverage():
     93.75%, so no interval."""
     values = [float(v) for v in (9, 3, 14, 1, 7, 12, 5, 15, 2, 11, 8, 4, 13, 6, 10)]
     assert median_interval(values) == (4.0, 12.0)
-    low = sum(math.comb(15, i) for i in range(4, 12)) / 2 ** 15
+    low = sum(math.comb(15, i) for i in range(4, 12)) / 2**15
     assert low == pytest.approx(1 - scipy_stats.binom.cdf(3, 15, 0.5) * 2) and low >= 0.95
     assert median_interval([0.9, 0.8, 1.1, 1.0, 0.95, 0.85]) == (0.8, 1.1)
     assert all(math.isnan(x) for x in median_interval([1.0, 2.0, 3.0, 4.0, 5.0]))

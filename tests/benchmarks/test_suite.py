@@ -74,8 +74,9 @@ def test_interleaved_alternates_and_takes_the_median_of_per_round_ratios():
     from posenc.benchmarks.suite import interleaved
 
     calls = []
-    t_ours, t_ref, ratio, ratios = interleaved(lambda: calls.append("a"), lambda: calls.append("b"), threads=1,
-                                               rounds=4, block_time=0.0, warmup=1)
+    t_ours, t_ref, ratio, ratios = interleaved(
+        lambda: calls.append("a"), lambda: calls.append("b"), threads=1, rounds=4, block_time=0.0, warmup=1
+    )
     # warm-up a b, one calibration call each, then rounds a b | b a | a b | b a
     assert "".join(calls) == "ab" + "ab" + "ab" + "ba" + "ab" + "ba"
     assert t_ours > 0 and t_ref > 0 and ratio > 0 and len(ratios) == 4
@@ -98,8 +99,18 @@ def test_bench_train_on_the_cpu_clock(cli, tmp_path):
     code, out, err = cli("bench", "--quick", "--only", "train", "--threads", "1", "--clock", "cpu", "--out", tmp_path)
     assert code == 0, err
     table = pd.read_csv(tmp_path / "bench.csv")
-    assert list(table.columns) == ["benchmark", "case", "posenc", "reference", "unit", "ratio", "goal", "met",
-                                   "ratio_low", "ratio_high"]
+    assert list(table.columns) == [
+        "benchmark",
+        "case",
+        "posenc",
+        "reference",
+        "unit",
+        "ratio",
+        "goal",
+        "met",
+        "ratio_low",
+        "ratio_high",
+    ]
     assert set(table["benchmark"]) == {"train throughput"} and (table["ratio"] > 0).all()
     assert ((table["ratio_low"] <= table["ratio"]) & (table["ratio"] <= table["ratio_high"])).all()
     assert "[" in out  # the interval beside each ratio
@@ -113,8 +124,11 @@ def test_real_forward_rows_compare_with_transformers_on_the_same_model():
 
     rows = real_forward(Sizes.quick(), threads=1)
     name = "SmolLM2 shapes, 2 layers, random"
-    assert [r["case"] for r in rows] == [f"{name}: {what} @ 64 {kind}" for what in ("logits", "token losses")
-                                         for kind in ("time", "peak memory", "max |posenc - HF|")]
+    assert [r["case"] for r in rows] == [
+        f"{name}: {what} @ 64 {kind}"
+        for what in ("logits", "token losses")
+        for kind in ("time", "peak memory", "max |posenc - HF|")
+    ]
     assert all(r["posenc"] > 0 and r["reference"] > 0 for r in rows if r["unit"] == "s")
     assert all(r["met"] for r in rows if r["unit"] == "abs")  # the same logits and losses
     memory = [r for r in rows if r["unit"] == "GiB"]

@@ -10,24 +10,40 @@ import pytest
 from typer.testing import CliRunner
 
 from posenc.cli.app import app
-from posenc.launch import sweep
 from posenc.core.io import write_table
 from posenc.engine.results import RunDir
+from posenc.launch import sweep
 
-BASE = {"model": {"d_model": 32}, "pe": {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0},
-        "train": {"lr": 0.003, "steps": 20}, "seed": 0, "protocol": "posenc.experiments.train.run",
-        "choices": {"model": "lm_tiny", "pe": "rope", "task": "text"}}
+BASE = {
+    "model": {"d_model": 32},
+    "pe": {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0},
+    "train": {"lr": 0.003, "steps": 20},
+    "seed": 0,
+    "protocol": "posenc.experiments.train.run",
+    "choices": {"model": "lm_tiny", "pe": "rope", "task": "text"},
+}
 
 
 def fake_run(root: Path, pe: str, seed: int, val_loss: float, lr: float = 0.003) -> Path:
-    pe_node = {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0} if pe == "rope" else {"_target_": "posenc.pe.nope.NoPE", "ndim": 1}
-    config = {**BASE, "pe": pe_node, "seed": seed, "train": {"lr": lr, "steps": 20},
-              "choices": {**BASE["choices"], "pe": pe}}
+    pe_node = (
+        {"_target_": "posenc.pe.rope.RoPE", "base": 10000.0}
+        if pe == "rope"
+        else {"_target_": "posenc.pe.nope.NoPE", "ndim": 1}
+    )
+    config = {
+        **BASE,
+        "pe": pe_node,
+        "seed": seed,
+        "train": {"lr": lr, "steps": 20},
+        "choices": {**BASE["choices"], "pe": pe},
+    }
     run = RunDir.create(root, f"lm_tiny-{pe}-text", config)
     for step in (10, 20):
         run.log({"step": step, "train_loss": val_loss + 1 / step})
         run.log({"step": step, "val_loss": val_loss + 0.5 / step})
-    write_table(pd.DataFrame([{"pe": pe, "seed": seed, "steps": 20, "val_loss": val_loss, "val_bpb": val_loss * 1.5}]), run.path)
+    write_table(
+        pd.DataFrame([{"pe": pe, "seed": seed, "steps": 20, "val_loss": val_loss, "val_bpb": val_loss * 1.5}]), run.path
+    )
     run.update_summary(status="completed")
     return run.path
 
@@ -37,11 +53,21 @@ def invoke(*args: str):
 
 
 def test_compare_joins_runs_on_differing_keys_with_paired_differences_and_exports(tmp_path):
-    runs = [fake_run(tmp_path, pe, seed, loss) for pe, seed, loss in
-            [("rope", 0, 2.0), ("rope", 1, 2.5), ("nope", 0, 3.0), ("nope", 1, 3.25)]]
+    runs = [
+        fake_run(tmp_path, pe, seed, loss)
+        for pe, seed, loss in [("rope", 0, 2.0), ("rope", 1, 2.5), ("nope", 0, 3.0), ("nope", 1, 3.25)]
+    ]
     out = [tmp_path / "cmp.csv", tmp_path / "cmp.md", tmp_path / "cmp.tex"]
-    result = invoke("compare", *map(str, runs), "--baseline", "pe=nope", "--metrics", "val_loss", "--runs",
-                    *[a for p in out for a in ("-o", str(p))])
+    result = invoke(
+        "compare",
+        *map(str, runs),
+        "--baseline",
+        "pe=nope",
+        "--metrics",
+        "val_loss",
+        "--runs",
+        *[a for p in out for a in ("-o", str(p))],
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out[0])
     # joined on pe and seed (the keys that differ; pe.* follow from the choice), then run
@@ -50,10 +76,19 @@ def test_compare_joins_runs_on_differing_keys_with_paired_differences_and_export
     # paired by seed against the baseline rows: rope seed 0 - nope seed 0, …
     assert table["Δ val_loss"].tolist() == pytest.approx([-1.0, -0.75, 0.0, 0.0])
     md = out[1].read_text().splitlines()
-    assert md[0].split("|")[1:-1] == [" pe   ", "   seed ", f" {'run':<{len(runs[0].name)}} ", "   steps ",
-                                      "   val_loss ", "   Δ val_loss "]
+    assert md[0].split("|")[1:-1] == [
+        " pe   ",
+        "   seed ",
+        f" {'run':<{len(runs[0].name)}} ",
+        "   steps ",
+        "   val_loss ",
+        "   Δ val_loss ",
+    ]
     tex = out[2].read_text()
-    assert tex.startswith("\\begin{tabular}{lrlrrr}\n\\toprule\npe & seed & run & steps & val\\_loss & $\\Delta$ val\\_loss \\\\\n\\midrule\n")
+    assert tex.startswith(
+        "\\begin{tabular}{lrlrrr}\n\\toprule\npe & seed & run & steps & val\\_loss & "
+        "$\\Delta$ val\\_loss \\\\\n\\midrule\n"
+    )
     assert f"rope & 0 & {runs[0].name.replace('_', chr(92) + '_')} & 20 & 2 & -1 \\\\" in tex
     assert tex.endswith("\\bottomrule\n\\end{tabular}\n")
 
@@ -64,12 +99,29 @@ def test_compare_a_sweep_folder_and_a_csv_table(tmp_path):
     for num, loss in enumerate([2.0, 2.4]):
         fake_run(sweep_dir / str(num), "rope", num, loss)
     csv = tmp_path / "paper.csv"
-    pd.DataFrame([{"pe": "nope", "seed": 0, "val_loss": 3.0}, {"pe": "nope", "seed": 1, "val_loss": 3.2}]).to_csv(csv, index=False)
-    result = invoke("compare", str(sweep_dir), str(csv), "--baseline", str(csv), "--metrics", "val_loss", "--runs",
-                    "-o", str(tmp_path / "out.csv"))
+    pd.DataFrame([{"pe": "nope", "seed": 0, "val_loss": 3.0}, {"pe": "nope", "seed": 1, "val_loss": 3.2}]).to_csv(
+        csv, index=False
+    )
+    result = invoke(
+        "compare",
+        str(sweep_dir),
+        str(csv),
+        "--baseline",
+        str(csv),
+        "--metrics",
+        "val_loss",
+        "--runs",
+        "-o",
+        str(tmp_path / "out.csv"),
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "out.csv")
-    assert table[["pe", "seed", "val_loss"]].values.tolist() == [["rope", 0, 2.0], ["rope", 1, 2.4], ["nope", 0, 3.0], ["nope", 1, 3.2]]
+    assert table[["pe", "seed", "val_loss"]].values.tolist() == [
+        ["rope", 0, 2.0],
+        ["rope", 1, 2.4],
+        ["nope", 0, 3.0],
+        ["nope", 1, 3.2],
+    ]
     assert table["Δ val_loss"].tolist() == pytest.approx([-1.0, -0.8, 0.0, 0.0])
 
 
@@ -88,20 +140,32 @@ def test_compare_on_a_sweep_shows_one_row_per_configuration_with_its_interval(tm
     from scipy import stats
 
     sweep_dir = sweep_of(tmp_path, {"rope": [2.0, 2.4, 2.2], "nope": [3.0, 3.5, 3.1]})
-    result = invoke("compare", str(sweep_dir), "--baseline", "pe=nope", "--metrics", "val_loss", "-o",
-                    str(tmp_path / "cfg.csv"))
+    result = invoke(
+        "compare", str(sweep_dir), "--baseline", "pe=nope", "--metrics", "val_loss", "-o", str(tmp_path / "cfg.csv")
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(tmp_path / "cfg.csv")
-    assert table.columns.tolist() == ["pe", "steps", "seeds", "val_loss", "val_loss ci95_low", "val_loss ci95_high",
-                                      "Δ val_loss", "Δ val_loss ci95_low", "Δ val_loss ci95_high"]
+    assert table.columns.tolist() == [
+        "pe",
+        "steps",
+        "seeds",
+        "val_loss",
+        "val_loss ci95_low",
+        "val_loss ci95_high",
+        "Δ val_loss",
+        "Δ val_loss ci95_low",
+        "Δ val_loss ci95_high",
+    ]
     assert table["pe"].tolist() == ["rope", "nope"] and table["seeds"].tolist() == [3, 3]
-    half = stats.t.ppf(0.975, 2) * stats.tstd([2.0, 2.4, 2.2]) / 3 ** 0.5
+    half = stats.t.ppf(0.975, 2) * stats.tstd([2.0, 2.4, 2.2]) / 3**0.5
     rope = table.iloc[0]
-    assert (rope["val_loss"], rope["val_loss ci95_low"], rope["val_loss ci95_high"]) == pytest.approx((2.2, 2.2 - half, 2.2 + half))
+    assert (rope["val_loss"], rope["val_loss ci95_low"], rope["val_loss ci95_high"]) == pytest.approx(
+        (2.2, 2.2 - half, 2.2 + half)
+    )
     # differences are paired by seed, then averaged: (-1.0, -1.1, -0.9)
-    half = stats.t.ppf(0.975, 2) * stats.tstd([-1.0, -1.1, -0.9]) / 3 ** 0.5
+    half = stats.t.ppf(0.975, 2) * stats.tstd([-1.0, -1.1, -0.9]) / 3**0.5
     assert (rope["Δ val_loss"], rope["Δ val_loss ci95_high"]) == pytest.approx((-1.0, -1.0 + half))
-    assert f"2.2 [{2.2 - stats.t.ppf(0.975, 2) * 0.2 / 3 ** 0.5:.3g}," in result.output
+    assert f"2.2 [{2.2 - stats.t.ppf(0.975, 2) * 0.2 / 3**0.5:.3g}," in result.output
     runs = invoke("compare", str(sweep_dir), "--runs", "--metrics", "val_loss", "-o", str(tmp_path / "runs.csv"))
     assert runs.exit_code == 0 and len(pd.read_csv(tmp_path / "runs.csv")) == 6
 
@@ -109,8 +173,14 @@ def test_compare_on_a_sweep_shows_one_row_per_configuration_with_its_interval(tm
 def test_the_terminal_table_keeps_every_header_whole_at_100_columns(tmp_path, monkeypatch):
     """Before, eight metrics in one table at 100 columns cut the headers to `tra…`, `val…`."""
     monkeypatch.setenv("COLUMNS", "100")
-    metrics = {"train_loss": 2.1, "val_ppl": 7.5, "val_accuracy": 0.31, "unigram_bpb": 4.0, "tokens_per_s": 12345.6,
-               "seconds": 33.3}
+    metrics = {
+        "train_loss": 2.1,
+        "val_ppl": 7.5,
+        "val_accuracy": 0.31,
+        "unigram_bpb": 4.0,
+        "tokens_per_s": 12345.6,
+        "seconds": 33.3,
+    }
     sweep_dir = sweep_of(tmp_path, {"rope": [2.0, 2.4, 2.2], "nope": [3.0, 3.5, 3.1]}, **metrics)
     for args in ([], ["--runs"], ["--baseline", "pe=nope"]):
         result = invoke("compare", str(sweep_dir), *args)
@@ -118,20 +188,30 @@ def test_the_terminal_table_keeps_every_header_whole_at_100_columns(tmp_path, mo
         lines = result.output.splitlines()
         assert max(len(line) for line in lines) <= 100, args
         headers = {cell.strip() for line in lines if line.startswith("┃") for cell in line.strip("┃").split("┃")}
-        expected = {"val_loss", "val_bpb", *metrics} | ({f"Δ {m}" for m in ["val_loss", "val_bpb", *metrics]}
-                                                        if "--baseline" in args else set())
+        expected = {"val_loss", "val_bpb", *metrics} | (
+            {f"Δ {m}" for m in ["val_loss", "val_bpb", *metrics]} if "--baseline" in args else set()
+        )
         assert expected <= headers, (args, expected - headers)
         assert not any("…" in h for h in headers)
 
 
-@pytest.mark.parametrize("make_args, message", [
-    (lambda t, r: [str(r), str(t / "other.csv")], "the inputs have no common keys to compare on"),
-    (lambda t, r: [str(r), str(t / "missing")], "is not a run directory, a sweep directory or a CSV table"),
-    (lambda t, r: [str(r), "--baseline", "pe=alibi"], "--baseline 'pe=alibi': no row has pe=alibi; values there: rope"),
-    (lambda t, r: [str(r), "--baseline", "colour=red"], "--baseline 'colour=red': give one of the inputs, or key=value"),
-    (lambda t, r: [str(r), "--metrics", "bleu"], "unknown metric 'bleu'; valid: val_loss, val_bpb"),
-    (lambda t, r: [str(r), "-o", str(t / "x.xlsx")], "cannot export to"),
-])
+@pytest.mark.parametrize(
+    "make_args, message",
+    [
+        (lambda t, r: [str(r), str(t / "other.csv")], "the inputs have no common keys to compare on"),
+        (lambda t, r: [str(r), str(t / "missing")], "is not a run directory, a sweep directory or a CSV table"),
+        (
+            lambda t, r: [str(r), "--baseline", "pe=alibi"],
+            "--baseline 'pe=alibi': no row has pe=alibi; values there: rope",
+        ),
+        (
+            lambda t, r: [str(r), "--baseline", "colour=red"],
+            "--baseline 'colour=red': give one of the inputs, or key=value",
+        ),
+        (lambda t, r: [str(r), "--metrics", "bleu"], "unknown metric 'bleu'; valid: val_loss, val_bpb"),
+        (lambda t, r: [str(r), "-o", str(t / "x.xlsx")], "cannot export to"),
+    ],
+)
 def test_compare_bad_input_is_one_line_and_exit_2(tmp_path, make_args, message):
     run = fake_run(tmp_path, "rope", 0, 2.0)
     pd.DataFrame([{"bleu": 1.0}]).to_csv(tmp_path / "other.csv", index=False)
@@ -171,5 +251,8 @@ def test_report_puts_tables_statistics_curves_and_plots_in_one_markdown_file(tmp
 def test_report_of_a_path_that_is_not_a_run_is_refused(tmp_path):
     result = invoke("report", str(tmp_path / "nothing"), "--out", str(tmp_path / "rep"))
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: '{tmp_path / 'nothing'}' is not a run directory, a sweep directory or a CSV table"
+    assert (
+        result.output.strip()
+        == f"error: '{tmp_path / 'nothing'}' is not a run directory, a sweep directory or a CSV table"
+    )
     assert not (tmp_path / "rep").exists()

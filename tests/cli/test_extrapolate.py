@@ -11,21 +11,56 @@ TINY = ["experiment=smoke", "train.steps=4", "train.seq_len=16", "eval.max_windo
 
 @pytest.mark.slow  # two trainings and two runs: ~30 s on a loaded 2-core machine, most of it imports
 def test_end_to_end_table_files_and_cache(cli, tmp_path):
-    args = ["--pe", "rope,learned", "--scale", "none,pi,interpolate", "--lengths", "16,32",
-            "--results-dir", str(tmp_path), "-q", *TINY]
+    args = [
+        "--pe",
+        "rope,learned",
+        "--scale",
+        "none,pi,interpolate",
+        "--lengths",
+        "16,32",
+        "--results-dir",
+        str(tmp_path),
+        "-q",
+        *TINY,
+    ]
     code, out, err = cli("extrapolate", *args)
     assert code == 0, err
     [run] = list((tmp_path / "runs").iterdir())
-    for name in ("table.csv", "table.md", "per_position.csv", "per_position.md", "length.png",
-                 "per_position.png", "config.yaml", "summary.json"):
+    for name in (
+        "table.csv",
+        "table.md",
+        "per_position.csv",
+        "per_position.md",
+        "length.png",
+        "per_position.png",
+        "config.yaml",
+        "summary.json",
+    ):
         assert (run / name).stat().st_size > 0, name
     table = pd.read_csv(run / "table.csv")
-    assert list(table.columns) == ["pe", "scale", "finetune_steps", "metric", "16", "32",
-                                   "steps", "criterion", "target", "reached_target", "target_step"]
+    assert list(table.columns) == [
+        "pe",
+        "scale",
+        "finetune_steps",
+        "metric",
+        "16",
+        "32",
+        "steps",
+        "criterion",
+        "target",
+        "reached_target",
+        "target_step",
+    ]
     assert list(zip(table.pe, table.scale, table.metric)) == [
-        ("rope", "none", "bpb"), ("rope", "none", "ppl"), ("rope", "pi", "bpb"), ("rope", "pi", "ppl"),
-        ("learned", "none", "bpb"), ("learned", "none", "ppl"),
-        ("learned", "interpolate", "bpb"), ("learned", "interpolate", "ppl")]
+        ("rope", "none", "bpb"),
+        ("rope", "none", "ppl"),
+        ("rope", "pi", "bpb"),
+        ("rope", "pi", "ppl"),
+        ("learned", "none", "bpb"),
+        ("learned", "none", "ppl"),
+        ("learned", "interpolate", "bpb"),
+        ("learned", "interpolate", "ppl"),
+    ]
     bpb = table[table.metric == "bpb"].set_index(["pe", "scale"])
     ppl = table[table.metric == "ppl"].set_index(["pe", "scale"])
     assert 1.0 < bpb.loc[("rope", "none"), "16"] < 8.0
@@ -54,14 +89,31 @@ def test_end_to_end_table_files_and_cache(cli, tmp_path):
 
 
 def test_task_with_finetune_reports_both(cli, tmp_path):
-    code, _, err = cli("extrapolate", "--pe", "rope", "--scale", "yarn", "--task", "passkey", "--lengths", "16,24",
-                       "--finetune-steps", "2", "--results-dir", str(tmp_path), "-q", *TINY, "eval.max_windows=10")
+    code, _, err = cli(
+        "extrapolate",
+        "--pe",
+        "rope",
+        "--scale",
+        "yarn",
+        "--task",
+        "passkey",
+        "--lengths",
+        "16,24",
+        "--finetune-steps",
+        "2",
+        "--results-dir",
+        str(tmp_path),
+        "-q",
+        *TINY,
+        "eval.max_windows=10",
+    )
     assert code == 0, err
     [run] = list((tmp_path / "runs").iterdir())
     table = pd.read_csv(run / "table.csv")
     # --scale yarn comes with its unscaled baseline
     assert list(zip(table.scale, table.finetune_steps, table.metric)) == [
-        (s, ft, m) for s in ("none", "yarn") for ft in (0, 2) for m in ("accuracy", "loss")]
+        (s, ft, m) for s in ("none", "yarn") for ft in (0, 2) for m in ("accuracy", "loss")
+    ]
     assert table[["16", "24"]].loc[table.metric == "accuracy"].stack().between(0, 1).all()
     assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")
@@ -72,24 +124,33 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     [cache] = (tmp_path / "cache").iterdir()  # the trained model's folder records how its training ended
     summary = json.loads((cache / "summary.json").read_text())
     assert (summary["criterion"], summary["target"], summary["reached_target"], summary["target_step"]) == (
-        "accuracy", 0.95, False, None) and summary["steps"] == 4
+        "accuracy",
+        0.95,
+        False,
+        None,
+    ) and summary["steps"] == 4
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--pe", "bogus"], "unknown pe 'bogus'; valid:"),
-    (["--scale", "bogus"], "unknown scale 'bogus'; valid: all,"),
-    (["--task", "bogus"], "unknown task 'bogus'; valid:"),
-    (["--pe", "nope", "--scale", "yarn"], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
-    (["--lengths", "16,0"], "evaluation length must be >= 1, got 0"),
-    (["--lengths", "16,abc"], "--lengths '16,abc' is not a comma list of integers"),
-    (["--lengths", "16,100000"], "sequence length 100000 is longer than the val split"),
-    (["--scale", "longrope"], "scale longrope needs scale.short_factor"),
-    (["--scale", "longrope", "scale.short_factor=[1,1,1,1,1,1,1,1]", "scale.long_factor=[1]"],
-     "scale.long_factor has 1 factors, but the rotary dimension 16 has 8 frequencies"),
-    (["--scale", "pi", "scale.factor=0"], "scale.factor must be > 0, got 0.0"),
-    (["--pe", "rope,", "--scale", "pi"], "--pe 'rope,' has an empty item"),
-    (["scale=yarn"], "override 'scale=yarn': give schemes with --pe and scales with --scale"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--pe", "bogus"], "unknown pe 'bogus'; valid:"),
+        (["--scale", "bogus"], "unknown scale 'bogus'; valid: all,"),
+        (["--task", "bogus"], "unknown task 'bogus'; valid:"),
+        (["--pe", "nope", "--scale", "yarn"], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
+        (["--lengths", "16,0"], "evaluation length must be >= 1, got 0"),
+        (["--lengths", "16,abc"], "--lengths '16,abc' is not a comma list of integers"),
+        (["--lengths", "16,100000"], "sequence length 100000 is longer than the val split"),
+        (["--scale", "longrope"], "scale longrope needs scale.short_factor"),
+        (
+            ["--scale", "longrope", "scale.short_factor=[1,1,1,1,1,1,1,1]", "scale.long_factor=[1]"],
+            "scale.long_factor has 1 factors, but the rotary dimension 16 has 8 frequencies",
+        ),
+        (["--scale", "pi", "scale.factor=0"], "scale.factor must be > 0, got 0.0"),
+        (["--pe", "rope,", "--scale", "pi"], "--pe 'rope,' has an empty item"),
+        (["scale=yarn"], "override 'scale=yarn': give schemes with --pe and scales with --scale"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):
     code, out, err = cli("extrapolate", "--results-dir", tmp_path / "out", "-q", *TINY, *args)
     assert code == 2, err

@@ -3,8 +3,16 @@
 import pandas as pd
 import pytest
 
-TINY = ["model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.mlp_hidden=32",
-        "train.batch_size=8", "train.seq_len=8", "train.warmup_steps=1", "eval.max_windows=16"]
+TINY = [
+    "model.d_model=16",
+    "model.n_heads=2",
+    "model.n_layers=1",
+    "model.mlp_hidden=32",
+    "train.batch_size=8",
+    "train.seq_len=8",
+    "train.warmup_steps=1",
+    "eval.max_windows=16",
+]
 
 
 def invoke(cli, tmp_path, *args):
@@ -30,15 +38,18 @@ def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(cli, t
     assert (table.chance == 0.5).all() and table.accuracy.between(0, 1).all()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--pe", "nope,foo"], ["unknown pe 'foo'", "rope"]),
-    (["--model", "vit_nonexistent"], ["unknown model 'vit_nonexistent'", "lm_tiny"]),
-    (["--model", "lm_tiny", "--pe", "rope2d_axial"], ["pe 'rope2d_axial' does not fit", "pe=rope"]),
-    (["--pe", "nope", "-k", "0"], ["--permutations must be >= 1"]),
-    (["--pe", "nope,"], ["--pe 'nope,' has an empty item"]),
-    (["--pe", "nope", "--task", "text"], ["task 'text' is not an order task", "order"]),
-    (["--pe", "learned", "pe.max_len=4"], ["pe 'learned' does not fit", "pe.max_len"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--pe", "nope,foo"], ["unknown pe 'foo'", "rope"]),
+        (["--model", "vit_nonexistent"], ["unknown model 'vit_nonexistent'", "lm_tiny"]),
+        (["--model", "lm_tiny", "--pe", "rope2d_axial"], ["pe 'rope2d_axial' does not fit", "pe=rope"]),
+        (["--pe", "nope", "-k", "0"], ["--permutations must be >= 1"]),
+        (["--pe", "nope,"], ["--pe 'nope,' has an empty item"]),
+        (["--pe", "nope", "--task", "text"], ["task 'text' is not an order task", "order"]),
+        (["--pe", "learned", "pe.max_len=4"], ["pe 'learned' does not fit", "pe.max_len"]),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_nothing_written(cli, tmp_path, args, words):
     code, out, err = invoke(cli, tmp_path, *args, *TINY)
     assert code == 2, out + err
@@ -48,8 +59,21 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(cli, tmp_path, args, w
 
 
 def test_order_on_the_vit_nope_is_invariant_to_patch_permutations(cli, tmp_path):
-    code, out, err = invoke(cli, tmp_path, "--model", "vit_tiny", "--pe", "nope,rope2d_axial", "--steps", "2",
-                            "-k", "2", "task.resolution=16", "train.batch_size=8", "eval.max_windows=16")
+    code, out, err = invoke(
+        cli,
+        tmp_path,
+        "--model",
+        "vit_tiny",
+        "--pe",
+        "nope,rope2d_axial",
+        "--steps",
+        "2",
+        "-k",
+        "2",
+        "task.resolution=16",
+        "train.batch_size=8",
+        "eval.max_windows=16",
+    )
     assert code == 0, out + err
     (run,) = (tmp_path / "res" / "runs").iterdir()
     cell = pd.read_csv(run / "order.csv").set_index(["pe", "phase"])

@@ -16,36 +16,104 @@ from posenc.launch.suite import selected
 
 runner = CliRunner()
 
-TINY_LM = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=64", "train.batch_size=4",
-           "train.warmup_steps=1", "train.log_every=1", "train.eval_every=1000", "train.checkpoint_every=1000",
-           "eval.max_windows=4", "eval.periodic_windows=2", "train.seq_len=16", "train.steps=3",
-           "extrapolation.lengths=[16,32]", "train.target_accuracy=null"]  # no target: a 3-step model reads as is
-TINY_VIT = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32", "task.val_size=8",
-            "train.batch_size=4", "train.steps=2", "train.warmup_steps=1", "train.eval_every=1000",
-            "eval.periodic_windows=4", "train.target_accuracy=null"]
-TINY_ORDER = ("order.overrides=['train.steps=2','train.warmup_steps=1','model.d_model=16','model.n_layers=1',"
-              "'model.mlp_hidden=32','task.eval_size=16','train.target_accuracy=null']")
+TINY_LM = [
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=64",
+    "train.batch_size=4",
+    "train.warmup_steps=1",
+    "train.log_every=1",
+    "train.eval_every=1000",
+    "train.checkpoint_every=1000",
+    "eval.max_windows=4",
+    "eval.periodic_windows=2",
+    "train.seq_len=16",
+    "train.steps=3",
+    "extrapolation.lengths=[16,32]",
+    "train.target_accuracy=null",
+]  # no target: a 3-step model reads as is
+TINY_VIT = [
+    "model.d_model=16",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=32",
+    "task.val_size=8",
+    "train.batch_size=4",
+    "train.steps=2",
+    "train.warmup_steps=1",
+    "train.eval_every=1000",
+    "eval.periodic_windows=4",
+    "train.target_accuracy=null",
+]
+TINY_ORDER = (
+    "order.overrides=['train.steps=2','train.warmup_steps=1','model.d_model=16','model.n_layers=1',"
+    "'model.mlp_hidden=32','task.eval_size=16','train.target_accuracy=null']"
+)
 
 
 def tiny_suite(path: Path, seeds=(0, 1), extra: list[str] | None = None) -> Path:
     suite = {
-        "description": "a tiny suite for the tests", "seeds": list(seeds), "launcher": "basic",
+        "description": "a tiny suite for the tests",
+        "seeds": list(seeds),
+        "launcher": "basic",
         "sweeps": {
-            "extrapolation_text": {"description": "text", "overrides": [
-                "experiment=extrapolation", "task=text", "pe=alibi,rope", *TINY_LM, *(extra or [])]},
-            "extrapolation_target": {"description": "fixed factor", "overrides": [
-                "experiment=extrapolation", "task=text", "pe=rope", "extrapolation.scales=[pi,ntk,yarn]",
-                "extrapolation.factor=2", "extrapolation.finetune_steps=1", *TINY_LM, "extrapolation.lengths=[16,32,64]"]},
-            "extrapolation_passkey": {"description": "passkey", "overrides": [
-                "experiment=extrapolation", "task=passkey", "pe=nope,rope", *TINY_LM, "task.eval_size=8"]},
-            "resolution": {"description": "ViT", "overrides": [
-                "experiment=resolution", "pe=nope,learned", "resolution.resolutions=[16,32]",
-                "resolution.methods=[bicubic]", "resolution.finetune_steps=1", "resolution.eval_items=8", *TINY_VIT]},
-            "resolution_relational": {"description": "ViT, relational label", "overrides": [
-                "experiment=resolution", "task.label=above", "pe=nope,learned", "resolution.resolutions=[16,32]",
-                "resolution.methods=[bicubic]", "resolution.finetune_steps=0", "resolution.eval_items=8", *TINY_VIT]},
-            "order": {"description": "order", "overrides": [
-                "experiment=order", "order.pes=[nope]", "order.models=[lm_tiny]", "order.permutations=2", TINY_ORDER]},
+            "extrapolation_text": {
+                "description": "text",
+                "overrides": ["experiment=extrapolation", "task=text", "pe=alibi,rope", *TINY_LM, *(extra or [])],
+            },
+            "extrapolation_target": {
+                "description": "fixed factor",
+                "overrides": [
+                    "experiment=extrapolation",
+                    "task=text",
+                    "pe=rope",
+                    "extrapolation.scales=[pi,ntk,yarn]",
+                    "extrapolation.factor=2",
+                    "extrapolation.finetune_steps=1",
+                    *TINY_LM,
+                    "extrapolation.lengths=[16,32,64]",
+                ],
+            },
+            "extrapolation_passkey": {
+                "description": "passkey",
+                "overrides": ["experiment=extrapolation", "task=passkey", "pe=nope,rope", *TINY_LM, "task.eval_size=8"],
+            },
+            "resolution": {
+                "description": "ViT",
+                "overrides": [
+                    "experiment=resolution",
+                    "pe=nope,learned",
+                    "resolution.resolutions=[16,32]",
+                    "resolution.methods=[bicubic]",
+                    "resolution.finetune_steps=1",
+                    "resolution.eval_items=8",
+                    *TINY_VIT,
+                ],
+            },
+            "resolution_relational": {
+                "description": "ViT, relational label",
+                "overrides": [
+                    "experiment=resolution",
+                    "task.label=above",
+                    "pe=nope,learned",
+                    "resolution.resolutions=[16,32]",
+                    "resolution.methods=[bicubic]",
+                    "resolution.finetune_steps=0",
+                    "resolution.eval_items=8",
+                    *TINY_VIT,
+                ],
+            },
+            "order": {
+                "description": "order",
+                "overrides": [
+                    "experiment=order",
+                    "order.pes=[nope]",
+                    "order.models=[lm_tiny]",
+                    "order.permutations=2",
+                    TINY_ORDER,
+                ],
+            },
             "check": {"description": "check", "overrides": ["experiment=check", "check.pes=[sinusoidal,rope,t5]"]},
         },
     }
@@ -63,9 +131,15 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     one_d = options_where("pe", lambda c: c.ndim == 1)
     relational = options_where("pe", lambda c: c.ndim == 2 or c.encodes == "nothing")
     image = relational + ["learned"]
-    assert counts == {"extrapolation_text": 3 * len(one_d), "extrapolation_target": 3,
-                      "extrapolation_passkey": 3 * len(one_d), "resolution": 3 * len(image),
-                      "resolution_relational": 3 * len(relational), "order": 3, "check": 3}
+    assert counts == {
+        "extrapolation_text": 3 * len(one_d),
+        "extrapolation_target": 3,
+        "extrapolation_passkey": 3 * len(one_d),
+        "resolution": 3 * len(image),
+        "resolution_relational": 3 * len(relational),
+        "order": 3,
+        "check": 3,
+    }
     for sweep, part in plan.groupby("sweep"):
         assert sorted(part["seed"].astype(int).unique()) == [0, 1, 2], sweep
     text = plan[plan.sweep == "extrapolation_text"]
@@ -87,8 +161,9 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
 
 
 def test_seeds_and_only_pick_the_runs(tmp_path):
-    result = runner.invoke(app, ["suite", "--quick", "--dry-run", "--only", "check,order", "--seeds", "7",
-                                 "--results-dir", str(tmp_path)])
+    result = runner.invoke(
+        app, ["suite", "--quick", "--dry-run", "--only", "check,order", "--seeds", "7", "--results-dir", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     assert "suite quick: 2 jobs in 2 sweeps" in result.output
     assert "experiment=check seed=7" in result.output
@@ -99,8 +174,9 @@ def test_seeds_and_only_pick_the_runs(tmp_path):
 def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     suite = tiny_suite(tmp_path / "tiny.yaml")
     out = tmp_path / "out"
-    result = runner.invoke(app, ["suite", "--suite", str(suite), "--results-dir", str(tmp_path / "res"),
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["suite", "--suite", str(suite), "--results-dir", str(tmp_path / "res"), "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     (suite_dir,) = (tmp_path / "res" / "suites").iterdir()
     meta = json.loads((suite_dir / "suite.json").read_text())
@@ -114,8 +190,16 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
         assert f"### C{n} — " in text
     assert "Not measured" not in text
     tables = {p.stem: pd.read_csv(p) for p in (out / "suite").glob("*.csv")}
-    assert set(tables) >= {"extrapolation_text", "extrapolation_target", "extrapolation_passkey", "resolution",
-                           "resolution_similarity", "resolution_relational", "order", "check"}
+    assert set(tables) >= {
+        "extrapolation_text",
+        "extrapolation_target",
+        "extrapolation_passkey",
+        "resolution",
+        "resolution_similarity",
+        "resolution_relational",
+        "order",
+        "check",
+    }
     assert (out / "suite" / "resolution_relational.png").exists()
     target = tables["extrapolation_target"]
     assert set(target.scale) == {"none", "pi", "ntk", "yarn"} and set(target.finetune_steps) == {0, 1}
@@ -123,16 +207,26 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     ext = tables["extrapolation_text"]
     assert sorted(ext.seed.unique()) == [0, 1]
     # experiment=extrapolation's default scales are all that apply (LongRoPE only with its lists)
-    assert set(zip(ext.pe, ext.scale)) == {("alibi", "none"), ("rope", "none"), ("rope", "pi"), ("rope", "ntk"),
-                                            ("rope", "yarn"), ("rope", "dynamic"), ("rope", "llama3")}
+    assert set(zip(ext.pe, ext.scale)) == {
+        ("alibi", "none"),
+        ("rope", "none"),
+        ("rope", "pi"),
+        ("rope", "ntk"),
+        ("rope", "yarn"),
+        ("rope", "dynamic"),
+        ("rope", "llama3"),
+    }
     assert ext[["16", "32"]].notna().all().all()
-    assert set(tables["resolution"].pe) == {"nope", "learned"} and set(tables["resolution_similarity"].pe) == {"learned"}
+    assert set(tables["resolution"].pe) == {"nope", "learned"} and set(tables["resolution_similarity"].pe) == {
+        "learned"
+    }
     assert sorted(tables["check"].seed.unique()) == [0, 1]
     # extrapolation_target's RoPE is extrapolation_text's: trained once, in the suite's cache
     for run in pd.read_csv(suite_dir / meta["sweeps"]["extrapolation_target"]["dir"] / "runs.csv").run_dir:
         models = json.loads((Path(run) / "summary.json").read_text())["models"]
         assert {m["reused"] for m in models} == {True} and {Path(m["cache"]).parent for m in models} == {
-            (suite_dir / "cache").resolve()}
+            (suite_dir / "cache").resolve()
+        }
     assert not list(suite_dir.glob("sweeps/*/*/cache")) and "cache_dir" not in ext
     for name in ("extrapolation_text", "extrapolation_target", "extrapolation_passkey", "resolution"):
         assert {"steps", "criterion", "target", "reached_target", "target_step"} <= set(tables[name]), name
@@ -159,19 +253,33 @@ def test_every_job_of_a_suite_gets_the_suite_cache_folder(tmp_path):
     assert compose(planned[1].jobs[0]).cache_dir == str((suite_dir / "cache").resolve())
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--suite", "nothere"], "error: unknown suite 'nothere'; valid: full, quick, standard, or a path to a .yaml file"),
-    (["--quick", "--only", "nothere"], "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
-                                       "extrapolation_target, extrapolation_passkey, resolution, resolution_relational, order, check"),
-    (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of integers"),
-    (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
-    (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
-    (["--report-from", "."], "error: '.' is not a suite directory or a report's suite/ folder (no suite.json)"),
-    (["--report-from", ".", "--quick"], "error: --report-from writes the report of a finished suite; it takes no "
-                                        "other run option"),
-    (["--quick", "pe=nothere"], "error: suite sweep extrapolation_text: job seed=0: unknown pe 'nothere'; valid: alibi"),
-    (["--suite", "missing.yaml"], "error: suite file 'missing.yaml' does not exist"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--suite", "nothere"],
+            "error: unknown suite 'nothere'; valid: full, quick, standard, or a path to a .yaml file",
+        ),
+        (
+            ["--quick", "--only", "nothere"],
+            "error: suite 'quick' has no sweep 'nothere'; its sweeps: extrapolation_text, "
+            "extrapolation_target, extrapolation_passkey, resolution, resolution_relational, order, check",
+        ),
+        (["--quick", "--seeds", "a,b"], "error: --seeds 'a,b' is not a comma list of integers"),
+        (["--quick", "--launcher", "nothere"], "error: unknown launcher 'nothere'; valid:"),
+        (["--quick", "--suite", "full"], "error: give --quick or --suite, not both"),
+        (["--report-from", "."], "error: '.' is not a suite directory or a report's suite/ folder (no suite.json)"),
+        (
+            ["--report-from", ".", "--quick"],
+            "error: --report-from writes the report of a finished suite; it takes no other run option",
+        ),
+        (
+            ["--quick", "pe=nothere"],
+            "error: suite sweep extrapolation_text: job seed=0: unknown pe 'nothere'; valid: alibi",
+        ),
+        (["--suite", "missing.yaml"], "error: suite file 'missing.yaml' does not exist"),
+    ],
+)
 def test_mistakes_stop_before_any_work(tmp_path, args, message):
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "keep.txt").write_text("untouched")
@@ -194,16 +302,24 @@ def test_select_picks_options_by_their_class_facts():
     assert selected("scale", {"length_dependent": True}, "here") == options_where("scale", lambda c: c.length_dependent)
 
 
-@pytest.mark.parametrize(("select", "message"), [
-    ({"pe": {"dims": 1}}, "suite sweep check: pe classes have no fact 'dims'; valid: adds_bias, adds_embedding, "
-                          "counterpart, encodes, grid_methods, ndim, rotates_qk"),
-    ({"pe": {"ndim": 3}}, "suite sweep check: select pe {'ndim': 3} matches no option"),
-    ({"pe": "nothere"}, "suite sweep check: unknown pe 'nothere'; valid: alibi"),
-    ({"pe": [1]}, "suite sweep check: select pe takes facts ({ndim: 1}), option names or a list of them, not 1"),
-])
+@pytest.mark.parametrize(
+    ("select", "message"),
+    [
+        (
+            {"pe": {"dims": 1}},
+            "suite sweep check: pe classes have no fact 'dims'; valid: adds_bias, adds_embedding, "
+            "counterpart, encodes, grid_methods, ndim, rotates_qk",
+        ),
+        ({"pe": {"ndim": 3}}, "suite sweep check: select pe {'ndim': 3} matches no option"),
+        ({"pe": "nothere"}, "suite sweep check: unknown pe 'nothere'; valid: alibi"),
+        ({"pe": [1]}, "suite sweep check: select pe takes facts ({ndim: 1}), option names or a list of them, not 1"),
+    ],
+)
 def test_a_bad_select_in_a_suite_file_is_one_line(tmp_path, select, message):
     suite = tmp_path / "sel.yaml"
-    suite.write_text(json.dumps({"seeds": [0], "sweeps": {"check": {"select": select, "overrides": ["experiment=check"]}}}))
+    suite.write_text(
+        json.dumps({"seeds": [0], "sweeps": {"check": {"select": select, "overrides": ["experiment=check"]}}})
+    )
     result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
@@ -212,11 +328,19 @@ def test_a_bad_select_in_a_suite_file_is_one_line(tmp_path, select, message):
 
 def test_a_control_that_names_no_scheme_is_one_line(tmp_path):
     suite = tmp_path / "ctl.yaml"
-    suite.write_text(json.dumps({"seeds": [0], "sweeps": {"check": {
-        "controls": {"bidirectional nop": "a typo"}, "overrides": ["experiment=check"]}}}))
+    suite.write_text(
+        json.dumps(
+            {
+                "seeds": [0],
+                "sweeps": {"check": {"controls": {"bidirectional nop": "a typo"}, "overrides": ["experiment=check"]}},
+            }
+        )
+    )
     result = runner.invoke(app, ["suite", "--suite", str(suite), "--dry-run", "--results-dir", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
-    assert "suite sweep check: control 'bidirectional nop' names no scheme; valid: alibi" in " ".join(result.output.split())
+    assert "suite sweep check: control 'bidirectional nop' names no scheme; valid: alibi" in " ".join(
+        result.output.split()
+    )
     assert not (tmp_path / "r").exists()
 
 
@@ -232,7 +356,9 @@ def test_the_committed_report_is_what_the_code_writes_from_the_committed_tables(
     assert result.exit_code == 0, result.output
     assert _body(tmp_path / "REPORT.md") == _body(ROOT / "results" / "REPORT.md")
     for name in ("extrapolation_text", "resolution", "check"):
-        assert (tmp_path / "suite" / f"{name}.csv").read_text() == (ROOT / "results" / "suite" / f"{name}.csv").read_text()
+        assert (tmp_path / "suite" / f"{name}.csv").read_text() == (
+            ROOT / "results" / "suite" / f"{name}.csv"
+        ).read_text()
 
 
 def test_a_report_folder_without_a_table_it_names_is_one_line(tmp_path):

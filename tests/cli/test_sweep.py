@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
+from sweep_checks import check_resumed_like_reference
 from typer.testing import CliRunner
 
 from posenc.cli.app import app
 from posenc.engine.config import compose, list_options
-from posenc.engine.results import config_hash, flatten, RunDir
-from sweep_checks import check_resumed_like_reference
+from posenc.engine.results import RunDir, config_hash, flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["experiment=smoke", "train.steps=3", "train.log_every=1", "eval.max_windows=2", "eval.periodic_windows=2"]
@@ -41,10 +41,13 @@ def check_two_by_two(sweep_dir: Path) -> None:
     for job, row in runs.iterrows():
         run = Path(row["run_dir"])
         assert run.parent == sweep_dir / str(job) / "runs"
-        assert {"config.yaml", "metrics.jsonl", "summary.json", "table.csv", "checkpoint"} <= {p.name for p in run.iterdir()}
+        assert {"config.yaml", "metrics.jsonl", "summary.json", "table.csv", "checkpoint"} <= {
+            p.name for p in run.iterdir()
+        }
         # the same config (hence hash) as `posenc train` with these overrides
         expected = compose(sweep["jobs"][job])
         from posenc.engine.config import to_container
+
         assert RunDir(run).read_summary()["config_hash"] == config_hash(to_container(expected))
         assert pd.read_csv(run / "table.csv")["val_loss"].item() == row["val_loss"]
 
@@ -56,7 +59,7 @@ def check_two_by_two(sweep_dir: Path) -> None:
         assert val.loc[pe, "n"] == 2 and val.loc[pe, "failed"] == 0
         assert val.loc[pe, "mean"] == pytest.approx(values.mean(), rel=1e-12)
         assert val.loc[pe, "std"] == pytest.approx(values.std(ddof=1), rel=1e-9)
-        low, high = scipy_stats.t.interval(0.95, 1, loc=values.mean(), scale=values.std(ddof=1) / 2 ** 0.5)
+        low, high = scipy_stats.t.interval(0.95, 1, loc=values.mean(), scale=values.std(ddof=1) / 2**0.5)
         assert (val.loc[pe, "ci95_low"], val.loc[pe, "ci95_high"]) == pytest.approx((low, high), rel=1e-9)
     assert (sweep_dir / "runs.md").read_text().count("| completed |") == 4
 
@@ -71,15 +74,21 @@ def test_basic_launcher_runs_two_seeds_by_two_schemes(tmp_path):
 
 
 def posenc(*args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "posenc", *args], cwd=ROOT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "posenc", *args],
+        cwd=ROOT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.slow
 def test_submitit_local_launcher_runs_two_seeds_by_two_schemes_and_marks_a_failed_job(tmp_path):
-    proc = posenc("sweep", *TINY, "pe=rope,nope", "seed=0,1", "--launcher", "submitit_local",
-                  "--results-dir", str(tmp_path))
+    proc = posenc(
+        "sweep", *TINY, "pe=rope,nope", "seed=0,1", "--launcher", "submitit_local", "--results-dir", str(tmp_path)
+    )
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     sweep_dir = only(tmp_path / "sweeps")
@@ -87,8 +96,9 @@ def test_submitit_local_launcher_runs_two_seeds_by_two_schemes_and_marks_a_faile
     assert len(list(sweep_dir.glob(".submitit/*/*_result.pkl"))) == 4  # four real submitit jobs
 
     # a job that diverges is listed, marked failed with its error line, and counted in the statistics
-    proc = posenc("sweep", *TINY, "train.lr=3e-3,1e12", "--launcher", "submitit_local",
-                  "--results-dir", str(tmp_path / "bad"))
+    proc = posenc(
+        "sweep", *TINY, "train.lr=3e-3,1e12", "--launcher", "submitit_local", "--results-dir", str(tmp_path / "bad")
+    )
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 1
     assert err.strip().splitlines()[-1].startswith("error: 1 of 2 jobs did not complete; see ")
@@ -98,13 +108,22 @@ def test_submitit_local_launcher_runs_two_seeds_by_two_schemes_and_marks_a_faile
     assert runs["error"].tolist() == ["", "loss became nan at step 2; lower train.lr or check the data"]
     table = pd.read_csv(sweep_dir / "stats.csv")
     assert table.loc[table["metric"] == "val_loss", ["train.lr", "n", "failed"]].values.tolist() == [
-        [3e-3, 1, 0], [1e12, 0, 1]]
+        [3e-3, 1, 0],
+        [1e12, 0, 1],
+    ]
 
 
 @pytest.mark.slow
 def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_metrics(tmp_path):
-    args = ["experiment=smoke", "train.steps=40", "train.checkpoint_every=3", "train.eval_every=4",
-            "train.log_every=2", "eval.max_windows=4", "eval.periodic_windows=4"]
+    args = [
+        "experiment=smoke",
+        "train.steps=40",
+        "train.checkpoint_every=3",
+        "train.eval_every=4",
+        "train.log_every=2",
+        "eval.max_windows=4",
+        "eval.periodic_windows=4",
+    ]
     reference = posenc("train", "-q", *args, "--results-dir", str(tmp_path / "reference"))
     sweep = posenc("sweep", *args, "seed=0", "--launcher", "submitit_local", "--results-dir", str(tmp_path))
     deadline = time.monotonic() + 300
@@ -112,8 +131,11 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_m
         assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
         time.sleep(0.05)
     sweep_dir = only(tmp_path / "sweeps")
-    task = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).count("submitit.core._submit")
-            and str(sweep_dir) in _cmdline(p)]
+    task = [
+        p
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _cmdline(p).count("submitit.core._submit") and str(sweep_dir) in _cmdline(p)
+    ]
     assert len(task) == 1
     os.kill(int(task[0].name), signal.SIGUSR2)  # what SLURM sends before preempting or timing out
     _, err = sweep.communicate(timeout=600)
@@ -126,10 +148,28 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_to_the_uninterrupted_m
 @pytest.mark.slow
 def test_sigterm_on_a_joblib_sweep_stops_its_workers_too(tmp_path):
     """Killed by its default handler, the launching process left loky's workers training on."""
-    sweep = subprocess.Popen([sys.executable, "-m", "posenc", "sweep", "experiment=smoke", "train.steps=100000",
-                              "seed=0,1", "--launcher", "joblib", "hydra.launcher.n_jobs=2", "--results-dir", str(tmp_path)],
-                             cwd=ROOT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    sweep = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "posenc",
+            "sweep",
+            "experiment=smoke",
+            "train.steps=100000",
+            "seed=0,1",
+            "--launcher",
+            "joblib",
+            "hydra.launcher.n_jobs=2",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while len(list(tmp_path.glob("sweeps/*/*/runs/*/summary.json"))) < 2:  # both workers train
@@ -164,16 +204,23 @@ def _cmdline(proc: Path) -> str:
         return ""
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--launcher", "sge"], "error: unknown launcher 'sge'; valid: basic, joblib, submitit_local, submitit_slurm"),
-    (["pe=rope,foo"], f"error: job pe=foo: unknown pe 'foo'; valid: {', '.join(list_options('pe'))}"),
-    (["pe=rope", "protocol=posenc.experiments.nothere.run"],
-     "error: protocol: cannot import 'posenc.experiments.nothere.run'; "
-     "it names a function such as posenc.experiments.train.run"),
-    (["train.lr=1e-3,abc"], "error: job train.lr=abc: train.lr: expected float, got 'abc'"),
-    (["--launcher", "submitit_local", "hydra.launcher.partition=gpu"],
-     "error: launcher submitit_local: Could not override 'hydra.launcher.partition'."),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--launcher", "sge"], "error: unknown launcher 'sge'; valid: basic, joblib, submitit_local, submitit_slurm"),
+        (["pe=rope,foo"], f"error: job pe=foo: unknown pe 'foo'; valid: {', '.join(list_options('pe'))}"),
+        (
+            ["pe=rope", "protocol=posenc.experiments.nothere.run"],
+            "error: protocol: cannot import 'posenc.experiments.nothere.run'; "
+            "it names a function such as posenc.experiments.train.run",
+        ),
+        (["train.lr=1e-3,abc"], "error: job train.lr=abc: train.lr: expected float, got 'abc'"),
+        (
+            ["--launcher", "submitit_local", "hydra.launcher.partition=gpu"],
+            "error: launcher submitit_local: Could not override 'hydra.launcher.partition'.",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
     result = CliRunner().invoke(app, ["sweep", *TINY, *args, "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
@@ -189,21 +236,32 @@ def test_a_launcher_whose_plugin_is_missing_names_the_extra(tmp_path, monkeypatc
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "error: launcher 'joblib' needs the 'cluster' extra (not_installed_here is not installed): "
-        "pip install 'posenc[cluster]' (or -e \".[cluster]\" in a checkout)"]
+        "pip install 'posenc[cluster]' (or -e \".[cluster]\" in a checkout)"
+    ]
     assert "joblib" not in sweep.launchers()
     assert not tmp_path.joinpath("sweeps").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["experiment=extrapolation", "pe=rope,nope", "extrapolation.scales=[pi]"],
-     "error: job pe=nope: no scale of extrapolation.scales (pi) applies to pe 'nope'"),
-    (["experiment=extrapolation", "extrapolation.lengths=[0]"], "error: evaluation length must be >= 1, got 0"),
-    (["experiment=resolution", "pe=learned", "resolution.methods=[foo]"],
-     "error: unknown interpolation method 'foo'; valid: nearest, bilinear, bicubic, area, clip, extrapolate, "
-     "interpolate, none"),
-    (["experiment=order", "order.permutations=0"], "error: order.permutations must be >= 1, got 0"),
-    (["experiment=check", "check.pes=[nothere]"], f"error: unknown pe 'nothere'; valid: {', '.join(list_options('pe'))}"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["experiment=extrapolation", "pe=rope,nope", "extrapolation.scales=[pi]"],
+            "error: job pe=nope: no scale of extrapolation.scales (pi) applies to pe 'nope'",
+        ),
+        (["experiment=extrapolation", "extrapolation.lengths=[0]"], "error: evaluation length must be >= 1, got 0"),
+        (
+            ["experiment=resolution", "pe=learned", "resolution.methods=[foo]"],
+            "error: unknown interpolation method 'foo'; valid: nearest, bilinear, bicubic, area, clip, extrapolate, "
+            "interpolate, none",
+        ),
+        (["experiment=order", "order.permutations=0"], "error: order.permutations must be >= 1, got 0"),
+        (
+            ["experiment=check", "check.pes=[nothere]"],
+            f"error: unknown pe 'nothere'; valid: {', '.join(list_options('pe'))}",
+        ),
+    ],
+)
 def test_a_protocol_checks_its_own_settings_before_any_job(tmp_path, args, message):
     result = CliRunner().invoke(app, ["sweep", *args, "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
@@ -213,12 +271,14 @@ def test_a_protocol_checks_its_own_settings_before_any_job(tmp_path, args, messa
 
 def test_submitit_slurm_without_slurm_submits_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
-    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "--launcher", "submitit_slurm",
-                                      "--results-dir", str(tmp_path)])
+    result = CliRunner().invoke(
+        app, ["sweep", *TINY, "pe=rope,nope", "--launcher", "submitit_slurm", "--results-dir", str(tmp_path)]
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "error: launcher 'submitit_slurm' needs SLURM, but 'sbatch' is not on PATH; "
-        "on this machine use basic, joblib or submitit_local"]
+        "on this machine use basic, joblib or submitit_local"
+    ]
     assert not tmp_path.joinpath("sweeps").exists()
 
 
@@ -255,14 +315,33 @@ def fake_slurm(tmp_path: Path, monkeypatch, sinfo: str = FAKE_SINFO) -> None:
 
 def test_submitit_slurm_hands_sbatch_the_settings_of_the_config_tree_and_the_command_line(tmp_path, monkeypatch):
     fake_slurm(tmp_path, monkeypatch)
-    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "seed=0,1,2", "--launcher", "submitit_slurm",
-                                      "hydra.launcher.partition=gpu", "hydra.launcher.array_parallelism=3",
-                                      "--results-dir", str(tmp_path / "results")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            *TINY,
+            "pe=rope,nope",
+            "seed=0,1,2",
+            "--launcher",
+            "submitit_slurm",
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.array_parallelism=3",
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+    )
     assert result.exit_code == 1  # the fake sbatch refused: the launcher stops, nothing ran
     script = (tmp_path / "script.sh").read_text().splitlines()
-    for line in ["#SBATCH --array=0-5%3", "#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=1",
-                 "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32GB", "#SBATCH --time=240",
-                 "#SBATCH --signal=USR2@120", "#SBATCH --job-name=posenc"]:
+    for line in [
+        "#SBATCH --array=0-5%3",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gpus-per-node=1",
+        "#SBATCH --cpus-per-task=8",
+        "#SBATCH --mem=32GB",
+        "#SBATCH --time=240",
+        "#SBATCH --signal=USR2@120",
+        "#SBATCH --job-name=posenc",
+    ]:
         assert line in script
     assert not list((tmp_path / "results").glob("sweeps/*/*/runs"))
 
@@ -273,9 +352,16 @@ def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
     from hydra import initialize_config_module
 
     with initialize_config_module(config_module="posenc.configs", version_base="1.3"):
-        cfg = hydra_compose("config", return_hydra_config=True, overrides=[
-            "hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4",
-            "hydra.launcher.array_parallelism=8"])
+        cfg = hydra_compose(
+            "config",
+            return_hydra_config=True,
+            overrides=[
+                "hydra/launcher=submitit_slurm",
+                "hydra.launcher.partition=gpu",
+                "hydra.launcher.gpus_per_node=4",
+                "hydra.launcher.array_parallelism=8",
+            ],
+        )
     launcher = flatten(dict(cfg.hydra.launcher))
     assert launcher["_target_"] == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert (launcher["partition"], launcher["gpus_per_node"], launcher["array_parallelism"]) == ("gpu", 4, 8)
@@ -283,42 +369,82 @@ def test_slurm_settings_live_in_the_config_tree_and_take_overrides():
     assert launcher["max_num_timeout"] >= 1  # preempted jobs are requeued
 
 
-@pytest.mark.parametrize("settings, message", [
-    (["hydra.launcher.partition=nosuch"],
-     "error: hydra.launcher.partition: no partition 'nosuch' on this cluster; valid: cpu, gpu"),
-    (["hydra.launcher.timeout_min=2"],
-     "error: hydra.launcher.timeout_min=2 (120 s) must be above hydra.launcher.signal_delay_s=120 (SLURM signals a "
-     "job to checkpoint that long before its time limit); raise timeout_min or lower signal_delay_s"),
-    (["hydra.launcher.partition=gpu", "hydra.launcher.cpus_per_task=9"],
-     "error: hydra.launcher.cpus_per_task=9: no node of gpu has that many; the largest has 8 CPUs"),
-    (["hydra.launcher.partition=cpu"],  # the default gpus_per_node=1
-     "error: hydra.launcher.gpus_per_node=1: no node of cpu has that many; the largest has 0 GPUs"),
-    (["hydra.launcher.gpus_per_node=5"],
-     "error: hydra.launcher.gpus_per_node=5: no node of the default partition has that many; the largest has 4 GPUs"),
-    (["hydra.launcher.mem_gb=63"],
-     "error: hydra.launcher.mem_gb=63: no node of the default partition has that many; "
-     "the largest has 64000 MB of memory"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            ["hydra.launcher.partition=nosuch"],
+            "error: hydra.launcher.partition: no partition 'nosuch' on this cluster; valid: cpu, gpu",
+        ),
+        (
+            ["hydra.launcher.timeout_min=2"],
+            "error: hydra.launcher.timeout_min=2 (120 s) must be above "
+            "hydra.launcher.signal_delay_s=120 (SLURM signals a "
+            "job to checkpoint that long before its time limit); raise timeout_min or lower signal_delay_s",
+        ),
+        (
+            ["hydra.launcher.partition=gpu", "hydra.launcher.cpus_per_task=9"],
+            "error: hydra.launcher.cpus_per_task=9: no node of gpu has that many; the largest has 8 CPUs",
+        ),
+        (
+            ["hydra.launcher.partition=cpu"],  # the default gpus_per_node=1
+            "error: hydra.launcher.gpus_per_node=1: no node of cpu has that many; the largest has 0 GPUs",
+        ),
+        (
+            ["hydra.launcher.gpus_per_node=5"],
+            "error: hydra.launcher.gpus_per_node=5: no node of the default partition "
+            "has that many; the largest has 4 GPUs",
+        ),
+        (
+            ["hydra.launcher.mem_gb=63"],
+            "error: hydra.launcher.mem_gb=63: no node of the default partition has that many; "
+            "the largest has 64000 MB of memory",
+        ),
+    ],
+)
 def test_slurm_settings_that_cannot_run_on_the_cluster_are_one_line_and_submit_nothing(
-        tmp_path, monkeypatch, settings, message):
+    tmp_path, monkeypatch, settings, message
+):
     fake_slurm(tmp_path, monkeypatch)
-    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,nope", "--launcher", "submitit_slurm", *settings,
-                                      "--results-dir", str(tmp_path / "results")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            *TINY,
+            "pe=rope,nope",
+            "--launcher",
+            "submitit_slurm",
+            *settings,
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [message]
     assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("sinfo, message", [
-    (DOWN_SINFO, "error: cannot ask SLURM about its nodes (sinfo): slurm_load_partitions: Unable to contact slurm "
-                 "controller (connect failure)"),
-    (FAKE_SINFO.replace("*", ""), "error: hydra.launcher.partition is not set and this cluster has no default "
-                                  "partition; set it to one of: cpu, gpu"),
-], ids=["controller-down", "no-default-partition"])
+@pytest.mark.parametrize(
+    "sinfo, message",
+    [
+        (
+            DOWN_SINFO,
+            "error: cannot ask SLURM about its nodes (sinfo): slurm_load_partitions: Unable to contact slurm "
+            "controller (connect failure)",
+        ),
+        (
+            FAKE_SINFO.replace("*", ""),
+            "error: hydra.launcher.partition is not set and this cluster has no default "
+            "partition; set it to one of: cpu, gpu",
+        ),
+    ],
+    ids=["controller-down", "no-default-partition"],
+)
 def test_a_cluster_that_cannot_say_where_jobs_go_is_one_line_and_submits_nothing(tmp_path, monkeypatch, sinfo, message):
     fake_slurm(tmp_path, monkeypatch, sinfo=sinfo)
-    result = CliRunner().invoke(app, ["sweep", *TINY, "--launcher", "submitit_slurm",
-                                      "--results-dir", str(tmp_path / "results")])
+    result = CliRunner().invoke(
+        app, ["sweep", *TINY, "--launcher", "submitit_slurm", "--results-dir", str(tmp_path / "results")]
+    )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [message]
     assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()

@@ -13,6 +13,7 @@ from posenc.engine.config import list_options
 def valid(group):
     return ", ".join(list_options(group))
 
+
 SMOKE = ["experiment=smoke", "train.steps=6", "train.eval_every=3", "train.checkpoint_every=3", "train.log_every=2"]
 
 
@@ -23,7 +24,13 @@ def test_train_end_to_end_writes_a_complete_run_dir(cli, tmp_path):
     assert run.name.split("-")[2:5] == ["lm_tiny", "sinusoidal", "text"]
     assert str(run) in out.replace("\n", "") and "val_bpb" in out
     assert sorted(p.name for p in run.iterdir()) == [
-        "checkpoint", "config.yaml", "metrics.jsonl", "summary.json", "table.csv", "table.md"]
+        "checkpoint",
+        "config.yaml",
+        "metrics.jsonl",
+        "summary.json",
+        "table.csv",
+        "table.md",
+    ]
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["seed"] == 3 and config["choices"]["pe"] == "sinusoidal"
     assert config["train"]["steps"] == 6 and config["pe"]["dim"] == config["model"]["d_model"] == 32
@@ -43,8 +50,17 @@ def test_train_end_to_end_writes_a_complete_run_dir(cli, tmp_path):
 
 
 # One symbol to copy (x SEP x) from four: reaches 0.95 within a few dozen steps, validated every 5.
-REACHABLE = ["experiment=smoke", "--task", "copy", "task.n_symbols=4", "train.seq_len=2", "train.lr=1e-2",
-             "train.steps=200", "train.eval_every=5", "train.checkpoint_every=1000"]
+REACHABLE = [
+    "experiment=smoke",
+    "--task",
+    "copy",
+    "task.n_symbols=4",
+    "train.seq_len=2",
+    "train.lr=1e-2",
+    "train.steps=200",
+    "train.eval_every=5",
+    "train.checkpoint_every=1000",
+]
 
 
 @pytest.mark.parametrize("extra,reached", [([], True), (["train.steps=12", "train.lr=1e-6"], False)])
@@ -71,23 +87,26 @@ def test_progress_bar_unless_quiet(cli, tmp_path):
     assert code == 0 and err == ""
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--pe", "foo"], f"unknown pe 'foo'; valid: {valid('pe')}"),
-    (["--model", "gpt5"], f"unknown model 'gpt5'; valid: {valid('model')}"),
-    (["--task", "imagenet"], f"unknown task 'imagenet'; valid: {valid('task')}"),
-    (["train.nope=1"], "unknown override key 'train.nope'"),
-    (["train.lr=fast"], "train.lr: expected float, got 'fast'"),
-    (["task.path=/does/not/exist.txt"], "task.path '/does/not/exist.txt' does not exist"),
-    (["model.d_model=36", "model.n_heads=4"], "rope needs an even rotary dimension"),
-    (["train.seq_len=10000000"], "longer than the train split"),
-    (["--pe", "learned", "pe.max_len=8"], "table of 8 positions, shorter than train.seq_len=128"),
-    (["--steps", "many"], "Invalid value for '--steps'"),
-    (["train.target_accuracy=1.5"], "train.target_accuracy must be in (0, 1] or null, got 1.5"),
-    (["train.target_bpb=0"], "train.target_bpb must be > 0 (bits per byte) or null, got 0"),
-    (["train.precision=fp8"], "train.precision 'fp8' is not one of: fp32, bf16, fp16"),
-    (["train.compile=maybe"], "train.compile: expected bool, got 'maybe'"),
-    (["--bogus"], "No such option: --bogus"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--pe", "foo"], f"unknown pe 'foo'; valid: {valid('pe')}"),
+        (["--model", "gpt5"], f"unknown model 'gpt5'; valid: {valid('model')}"),
+        (["--task", "imagenet"], f"unknown task 'imagenet'; valid: {valid('task')}"),
+        (["train.nope=1"], "unknown override key 'train.nope'"),
+        (["train.lr=fast"], "train.lr: expected float, got 'fast'"),
+        (["task.path=/does/not/exist.txt"], "task.path '/does/not/exist.txt' does not exist"),
+        (["model.d_model=36", "model.n_heads=4"], "rope needs an even rotary dimension"),
+        (["train.seq_len=10000000"], "longer than the train split"),
+        (["--pe", "learned", "pe.max_len=8"], "table of 8 positions, shorter than train.seq_len=128"),
+        (["--steps", "many"], "Invalid value for '--steps'"),
+        (["train.target_accuracy=1.5"], "train.target_accuracy must be in (0, 1] or null, got 1.5"),
+        (["train.target_bpb=0"], "train.target_bpb must be > 0 (bits per byte) or null, got 0"),
+        (["train.precision=fp8"], "train.precision 'fp8' is not one of: fp32, bf16, fp16"),
+        (["train.compile=maybe"], "train.compile: expected bool, got 'maybe'"),
+        (["--bogus"], "No such option: --bogus"),
+    ],
+)
 def test_mistakes_exit_2_with_one_line_and_touch_nothing(cli, tmp_path, args, message):
     results = tmp_path / "results"
     (results / "runs" / "old").mkdir(parents=True)
@@ -112,7 +131,8 @@ def test_results_dir_that_is_a_file_is_one_line_exit_2(cli, tmp_path, command):
     code, out, err = cli(*command, "--results-dir", results / "inside", "-q")
     assert code == 2
     assert err.strip().splitlines() == [
-        f"error: --results-dir {results / 'inside'} cannot be created: {results} is a file; give a folder"]
+        f"error: --results-dir {results / 'inside'} cannot be created: {results} is a file; give a folder"
+    ]
 
 
 def test_task_path_directory_and_empty_file(cli, tmp_path):
@@ -156,5 +176,7 @@ def test_module_and_console_script_entry_points(tmp_path):
     env = {**os.environ, "COLUMNS": "200"}
     out = subprocess.run([sys.executable, "-m", "posenc", "--help"], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and "train" in out.stdout and "list" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "posenc", "train", "--pe", "nah"], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "posenc", "train", "--pe", "nah"], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 2 and out.stderr.strip() == f"error: unknown pe 'nah'; valid: {valid('pe')}"

@@ -20,15 +20,28 @@ from posenc.engine.results import RunDir
 ROOT = Path(__file__).resolve().parents[2]
 # 200 steps (long enough that a kill within a second of the first checkpoint lands mid-run, even on
 # an idle machine) with a checkpoint every 3 and a validation every 4: checkpoints fall between validations.
-ARGS = ["experiment=smoke", "train.steps=200", "train.checkpoint_every=3", "train.eval_every=4",
-        "train.log_every=2", "eval.max_windows=4", "eval.periodic_windows=4"]
+ARGS = [
+    "experiment=smoke",
+    "train.steps=200",
+    "train.checkpoint_every=3",
+    "train.eval_every=4",
+    "train.log_every=2",
+    "eval.max_windows=4",
+    "eval.periodic_windows=4",
+]
 TIMING = ("tokens_per_s", "elapsed_s", "seconds")
 
 
 def posenc(*args: str, results: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "POSENC_RESULTS": str(results)}
-    return subprocess.Popen([sys.executable, "-m", "posenc", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "posenc", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str]:
@@ -55,8 +68,11 @@ def wait_for_checkpoint(root: Path, proc: subprocess.Popen) -> Path:
 def metrics(run: Path) -> tuple[list[dict], dict]:
     """Every logged record and the result row, without the fields that measure time."""
     records = [{k: v for k, v in r.items() if k not in TIMING} for r in RunDir(run).read_records()]
-    row = {k: None if pd.isna(v) else v  # empty cells (no target for text) compare equal
-           for k, v in pd.read_csv(run / "table.csv").iloc[0].items() if k not in TIMING}
+    row = {
+        k: None if pd.isna(v) else v  # empty cells (no target for text) compare equal
+        for k, v in pd.read_csv(run / "table.csv").iloc[0].items()
+        if k not in TIMING
+    }
     row["per_position_loss"] = json.loads((run / "summary.json").read_text())["per_position_loss"]
     return records, row
 
@@ -119,14 +135,15 @@ def test_sigterm_saves_a_checkpoint_at_the_step_then_resume_gives_identical_metr
 def test_resume_refuses_another_config_and_a_missing_dir(tmp_path, reference_run):
     run = reference_run
     before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
-    code, err = finish(posenc("train", "-q", "--resume", str(run), *ARGS, "train.lr=1e-3", "seed=3",
-                              results=tmp_path))
+    code, err = finish(posenc("train", "-q", "--resume", str(run), *ARGS, "train.lr=1e-3", "seed=3", results=tmp_path))
     assert code == 2
     assert err.strip().splitlines() == [
-        f"error: cannot resume '{run}': it holds another config (differs in seed, train.lr)"]
+        f"error: cannot resume '{run}': it holds another config (differs in seed, train.lr)"
+    ]
     assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before
 
     code, err = finish(posenc("train", "--resume", str(tmp_path / "nope"), results=tmp_path))
     assert code == 2
     assert err.strip().splitlines() == [
-        f"error: '{tmp_path / 'nope'}' is not a run directory (no config.yaml and summary.json)"]
+        f"error: '{tmp_path / 'nope'}' is not a run directory (no config.yaml and summary.json)"
+    ]

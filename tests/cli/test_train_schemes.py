@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def posenc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "posenc", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "posenc", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_train_alibi_end_to_end(tmp_path):
@@ -29,13 +31,19 @@ def test_train_alibi_end_to_end(tmp_path):
     assert str(run_dir) in out.stdout
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--pe", "xpos", "pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
-    (["--pe", "rope", "pe.randomized=true", "pe.randomized_max=16"], "pe.randomized_max=16 is shorter than train.seq_len=32"),
-    (["--pe", "relative", "pe.max_distance=-3"], "pe.max_distance must be >= 0, got -3"),
-    (["--pe", "learned", "pe.randomized=true"], "raise pe.max_len to at least 2048"),
-    (["--pe", "nope", "pe.randomized=true"], "unknown override key 'pe.randomized'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--pe", "xpos", "pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
+        (
+            ["--pe", "rope", "pe.randomized=true", "pe.randomized_max=16"],
+            "pe.randomized_max=16 is shorter than train.seq_len=32",
+        ),
+        (["--pe", "relative", "pe.max_distance=-3"], "pe.max_distance must be >= 0, got -3"),
+        (["--pe", "learned", "pe.randomized=true"], "raise pe.max_len to at least 2048"),
+        (["--pe", "nope", "pe.randomized=true"], "unknown override key 'pe.randomized'"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(cli, args, message, tmp_path):
     code, _, err = cli("train", *args, "experiment=smoke", "--results-dir", tmp_path, "-q")
     assert code == 2

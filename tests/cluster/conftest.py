@@ -37,12 +37,16 @@ def slurm() -> Iterator[dict[str, str]]:
     started = False
     if cluster("status").returncode != 0:
         if not must:
-            pytest.skip("no SLURM test cluster is up: start one with `tests/cluster/slurm.sh up` (as root), "
-                        "or set POSENC_SLURM=1 to let the tests start it")
+            pytest.skip(
+                "no SLURM test cluster is up: start one with `tests/cluster/slurm.sh up` (as root), "
+                "or set POSENC_SLURM=1 to let the tests start it"
+            )
         up = cluster("up")
         if up.returncode != 0:
-            pytest.fail(f"the SLURM test cluster did not start (CI=true or POSENC_SLURM=1): "
-                        f"{(up.stdout + up.stderr)[-2000:]}", pytrace=False)
+            pytest.fail(
+                f"the SLURM test cluster did not start (CI=true or POSENC_SLURM=1): {(up.stdout + up.stderr)[-2000:]}",
+                pytrace=False,
+            )
         started = True
     yield client_env()
     if started:

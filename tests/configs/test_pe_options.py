@@ -6,10 +6,10 @@ import math
 import pandas as pd
 import pytest
 
-from posenc.experiments.train import run
+from posenc.core.errors import ConfigError
 from posenc.engine.build import build
 from posenc.engine.config import compose, list_options, option_node, options_where
-from posenc.core.errors import ConfigError
+from posenc.experiments.train import run
 
 TEXT = options_where("pe", lambda c: c.ndim == 1)
 # every 1D scheme that takes positions: its option carries the randomized setting
@@ -24,10 +24,16 @@ def test_options_are_listed_with_a_description():
         assert options[name], name
 
 
-@pytest.mark.parametrize("overrides", [[f"pe={name}"] for name in TEXT] + [
-    [f"pe={name}", "pe.randomized=true", "pe.randomized_max=256"] + (["pe.max_len=256"] if name == "learned" else [])
-    for name in TAKES_POSITIONS
-], ids=lambda o: " ".join(o))
+@pytest.mark.parametrize(
+    "overrides",
+    [[f"pe={name}"] for name in TEXT]
+    + [
+        [f"pe={name}", "pe.randomized=true", "pe.randomized_max=256"]
+        + (["pe.max_len=256"] if name == "learned" else [])
+        for name in TAKES_POSITIONS
+    ],
+    ids=lambda o: " ".join(o),
+)
 def test_option_trains_two_steps(overrides, tmp_path):
     cfg = compose(overrides + SMOKE)
     table, run_dir = run(cfg, results_root=tmp_path)
@@ -40,13 +46,22 @@ def test_option_trains_two_steps(overrides, tmp_path):
         assert run_dir.read_summary()["status"] == "completed"
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["pe=xpos", "pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
-    (["pe=relative", "pe.max_distance=-1"], "pe.max_distance must be >= 0, got -1"),
-    (["pe=alibi", "pe.randomized=true", "pe.randomized_max=16"], "pe.randomized_max=16 is shorter than train.seq_len=32"),
-    (["pe=learned", "pe.randomized=true"], "raise pe.max_len to at least 2048"),
-    (["pe=t5", "pe.num_buckets=32", "pe.max_distance=8"], "pe.max_distance=8 must be larger than the 16 exact buckets"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["pe=xpos", "pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
+        (["pe=relative", "pe.max_distance=-1"], "pe.max_distance must be >= 0, got -1"),
+        (
+            ["pe=alibi", "pe.randomized=true", "pe.randomized_max=16"],
+            "pe.randomized_max=16 is shorter than train.seq_len=32",
+        ),
+        (["pe=learned", "pe.randomized=true"], "raise pe.max_len to at least 2048"),
+        (
+            ["pe=t5", "pe.num_buckets=32", "pe.max_distance=8"],
+            "pe.max_distance=8 must be larger than the 16 exact buckets",
+        ),
+    ],
+)
 def test_bad_values_are_config_errors(overrides, message):
     with pytest.raises(ConfigError) as e:
         build(compose(overrides + SMOKE))

@@ -1,12 +1,18 @@
 import pytest
 import torch
 
+from posenc.core.errors import ConfigError
 from posenc.engine.build import build
 from posenc.engine.config import GROUPS, compose, instantiate, list_options
-from posenc.core.errors import ConfigError
 
-SMALL = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=48",
-         "train.seq_len=16", "train.steps=2"]
+SMALL = [
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=48",
+    "train.seq_len=16",
+    "train.steps=2",
+]
 
 
 def test_every_group_has_options_with_descriptions():
@@ -51,25 +57,28 @@ def test_interpolations_follow_the_model():
     assert cfg.pe.max_len == 77
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["pe=foo"], "unknown pe 'foo'; valid: .*nope.*rope"),
-    (["model=foo"], "unknown model 'foo'; valid: .*lm_tiny"),
-    (["task=foo"], "unknown task 'foo'; valid: .*text"),
-    (["train.foo=1"], "unknown override key 'train.foo'; valid keys in train: steps"),
-    (["+pe.foo=1"], "unknown key 'pe.foo'; valid keys: head_dim"),
-    (["train.lr=abc"], "train.lr: expected float, got 'abc'"),
-    (["train.steps=1.5"], "train.steps: expected int, got 1.5"),
-    (["model.tie_embeddings=maybe"], "model.tie_embeddings: expected bool"),
-    (["pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
-    (["model.d_model=102"], "102 is not divisible by 4"),
-    (["model.d_model=36", "model.n_heads=4"], "even rotary dimension"),
-    (["pe=learned", "pe.max_len=8"], "table of 8 positions, shorter than train.seq_len=128"),
-    (["train.seq_len=100000000"], "longer than the train split"),
-    (["train.warmup_steps=-1"], "train.warmup_steps must be >= 0"),
-    (["train.device=tpu"], "train.device 'tpu' is not a device"),
-    (["seed=abc"], "seed: expected an integer"),
-    (["train.lr="], "train.lr: expected float, got ''"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["pe=foo"], "unknown pe 'foo'; valid: .*nope.*rope"),
+        (["model=foo"], "unknown model 'foo'; valid: .*lm_tiny"),
+        (["task=foo"], "unknown task 'foo'; valid: .*text"),
+        (["train.foo=1"], "unknown override key 'train.foo'; valid keys in train: steps"),
+        (["+pe.foo=1"], "unknown key 'pe.foo'; valid keys: head_dim"),
+        (["train.lr=abc"], "train.lr: expected float, got 'abc'"),
+        (["train.steps=1.5"], "train.steps: expected int, got 1.5"),
+        (["model.tie_embeddings=maybe"], "model.tie_embeddings: expected bool"),
+        (["pe.layout=diagonal"], "pe.layout: 'diagonal' is not one of 'half', 'interleaved'"),
+        (["model.d_model=102"], "102 is not divisible by 4"),
+        (["model.d_model=36", "model.n_heads=4"], "even rotary dimension"),
+        (["pe=learned", "pe.max_len=8"], "table of 8 positions, shorter than train.seq_len=128"),
+        (["train.seq_len=100000000"], "longer than the train split"),
+        (["train.warmup_steps=-1"], "train.warmup_steps must be >= 0"),
+        (["train.device=tpu"], "train.device 'tpu' is not a device"),
+        (["seed=abc"], "seed: expected an integer"),
+        (["train.lr="], "train.lr: expected float, got ''"),
+    ],
+)
 def test_mistakes_are_one_line_config_errors(overrides, message):
     with pytest.raises(ConfigError, match=message) as info:
         build(compose(overrides))

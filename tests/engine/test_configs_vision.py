@@ -35,9 +35,12 @@ def test_vit_defaults_and_lm_unchanged():
 
 
 def test_new_options_are_listed_with_descriptions():
-    for group, names in {"model": ["vit_tiny"], "pe": list(VIT_SCHEMES),
-                         "task": ["shapes", "cifar10", "mnist", "image_folder"],
-                         "experiment": ["resolution", "smoke_vit"]}.items():
+    for group, names in {
+        "model": ["vit_tiny"],
+        "pe": list(VIT_SCHEMES),
+        "task": ["shapes", "cifar10", "mnist", "image_folder"],
+        "experiment": ["resolution", "smoke_vit"],
+    }.items():
         options = list_options(group)
         for name in names:
             assert options[name], f"{group}/{name} has no description"
@@ -55,7 +58,17 @@ def test_image_folder_task_builds_from_files(tmp_path):
         (tmp_path / name).mkdir()
         for j in range(4):
             Image.fromarray(np.full((9, 7, 3), 60 * i, dtype=np.uint8)).save(tmp_path / name / f"{j}.png")
-    setup = build(compose(["model=vit_tiny", "task=image_folder", f"task.root={tmp_path}", "task.resolution=16",
-                           "pe=learned2d", *SMALL[:-1]]))
+    setup = build(
+        compose(
+            [
+                "model=vit_tiny",
+                "task=image_folder",
+                f"task.root={tmp_path}",
+                "task.resolution=16",
+                "pe=learned2d",
+                *SMALL[:-1],
+            ]
+        )
+    )
     assert setup.model.head.out_features == 3 and setup.model.grid == (4, 4)
     assert setup.task.eval_set()[0].shape[1:] == (3, 16, 16)

@@ -75,8 +75,15 @@ for i in range(5):
 
 def test_eight_processes_writing_into_one_results_root_never_clobber_each_other(tmp_path):
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(who), str(go)], cwd=ROOT,
-                              stderr=subprocess.PIPE, text=True) for who in range(8)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path), str(who), str(go)],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for who in range(8)
+    ]
     time.sleep(1.0)
     go.touch()  # all start at once, in the same second, asking for the same folder name
     for p in procs:
@@ -87,7 +94,13 @@ def test_eight_processes_writing_into_one_results_root_never_clobber_each_other(
     assert any(r.name.rsplit("-", 1)[1].isdigit() for r in runs)  # they asked for a taken name
     owners = set()
     for run in runs:
-        assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "metrics.jsonl", "summary.json", "table.csv", "table.md"]
+        assert sorted(p.name for p in run.iterdir()) == [
+            "config.yaml",
+            "metrics.jsonl",
+            "summary.json",
+            "table.csv",
+            "table.md",
+        ]
         assert yaml.safe_load((run / "config.yaml").read_text()) == {"same": "config"}
         records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         summary = json.loads((run / "summary.json").read_text())

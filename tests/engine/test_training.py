@@ -8,23 +8,32 @@ import signal
 import pytest
 import torch
 
+from posenc.core.errors import Interrupted, TrainingDiverged
 from posenc.engine.build import build
 from posenc.engine.config import compose
-from posenc.core.errors import Interrupted, TrainingDiverged
-from posenc.engine.results import RunDir
 from posenc.engine.evaluation import evaluate
+from posenc.engine.results import RunDir
 from posenc.engine.training import Target, TrainConfig, lr_at, target_for, train
 
-TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=48",
-        "train.seq_len=16", "train.batch_size=4", "train.steps=12", "train.log_every=1",
-        "train.warmup_steps=2"]
+TINY = [
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=48",
+    "train.seq_len=16",
+    "train.batch_size=4",
+    "train.steps=12",
+    "train.log_every=1",
+    "train.warmup_steps=2",
+]
 
 
 def losses(overrides):
     setup = build(compose(TINY + overrides))
     records = []
-    train(setup.model, lambda b, g: setup.task.train_batch(b, 16, g), setup.train,
-          seed=setup.seed, on_log=records.append)
+    train(
+        setup.model, lambda b, g: setup.task.train_batch(b, 16, g), setup.train, seed=setup.seed, on_log=records.append
+    )
     return [r["train_loss"] for r in records]
 
 
@@ -111,10 +120,14 @@ def test_a_stop_signal_ends_the_step_saves_it_and_resume_matches_an_uninterrupte
         if len(run.read_records()) == 6:
             os.kill(os.getpid(), signum)
         return batches(b, g)
+
     with pytest.raises(Interrupted) as info:
         train(setup.model, stop_at_7, setup.train, seed=0, run=run)
     assert info.value.step == 7 and info.value.signum == signum  # not the periodic step 5
-    assert str(info.value) == f"stopped by {signal.Signals(signum).name}: checkpoint of step 7 saved in {run.path}; resume with --resume {run.path}"
+    assert (
+        str(info.value) == f"stopped by {signal.Signals(signum).name}: checkpoint of step 7 saved in {run.path}; "
+        f"resume with --resume {run.path}"
+    )
     assert torch.load(run.checkpoint_dir / "trainer.pt", weights_only=True)["step"] == 7
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
@@ -144,6 +157,7 @@ def test_a_handler_installed_before_gets_the_signal_after_the_checkpoint_and_may
             if len(run.read_records()) == 6:
                 os.kill(os.getpid(), signal.SIGTERM)
             return batches(b, g)
+
         result = train(setup.model, term_at_7, setup.train, seed=0, run=run)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -181,10 +195,17 @@ def test_a_kerple_parameter_driven_below_eps_recovers():
 
 
 # every parameter of these schemes is a position parameter; the ViT adds its cls token
-NO_DECAY = [("lm_tiny", "learned", ["pe.table"]), ("lm_tiny", "t5", ["pe.table"]),
-            ("lm_tiny", "relative", ["pe.table"]), ("lm_tiny", "fire", None), ("lm_tiny", "kerple", None),
-            ("vit_tiny", "learned", ["pe.table", "cls"]), ("vit_tiny", "learned2d", ["pe.rows", "pe.cols", "cls"]),
-            ("vit_tiny", "rope2d_mixed", ["pe.freqs", "cls"]), ("vit_tiny", "rel2d", ["pe.table", "cls"])]
+NO_DECAY = [
+    ("lm_tiny", "learned", ["pe.table"]),
+    ("lm_tiny", "t5", ["pe.table"]),
+    ("lm_tiny", "relative", ["pe.table"]),
+    ("lm_tiny", "fire", None),
+    ("lm_tiny", "kerple", None),
+    ("vit_tiny", "learned", ["pe.table", "cls"]),
+    ("vit_tiny", "learned2d", ["pe.rows", "pe.cols", "cls"]),
+    ("vit_tiny", "rope2d_mixed", ["pe.freqs", "cls"]),
+    ("vit_tiny", "rel2d", ["pe.table", "cls"]),
+]
 
 
 @pytest.mark.parametrize("model_name,pe,expected", NO_DECAY)
@@ -195,8 +216,20 @@ def test_weight_decay_spares_position_parameters_cls_token_and_1d_parameters(mod
     by (1 − lr·wd) per step."""
     from posenc.engine.training import make_optimizer
 
-    setup = build(compose([f"model={model_name}", f"pe={pe}", "model.d_model=16", "model.n_heads=2",
-                           "model.n_layers=1", "model.mlp_hidden=32", "train.weight_decay=0.1", "train.lr=0.5"]))
+    setup = build(
+        compose(
+            [
+                f"model={model_name}",
+                f"pe={pe}",
+                "model.d_model=16",
+                "model.n_heads=2",
+                "model.n_layers=1",
+                "model.mlp_hidden=32",
+                "train.weight_decay=0.1",
+                "train.lr=0.5",
+            ]
+        )
+    )
     model = setup.model
     spared = {f"pe.{n}" for n, _ in model.pe.named_parameters()} | ({"cls"} if model_name == "vit_tiny" else set())
     assert expected is None or spared == set(expected)
@@ -220,10 +253,27 @@ def test_pe_lr_scale_moves_the_position_parameters_that_much_faster():
     from posenc.engine.training import train
 
     def moved(scale: float) -> tuple[float, float]:
-        setup = build(compose(["model=vit_tiny", "pe=rel2d", "model.d_model=16", "model.n_heads=2", "model.n_layers=1",
-                               "model.mlp_hidden=32", "model.pool=mean", "task.val_size=8", "train.steps=1",
-                               "train.warmup_steps=0", "train.weight_decay=0", "train.lr=1e-3",
-                               f"train.pe_lr_scale={scale}", "train.target_accuracy=null", "train.batch_size=4"]))
+        setup = build(
+            compose(
+                [
+                    "model=vit_tiny",
+                    "pe=rel2d",
+                    "model.d_model=16",
+                    "model.n_heads=2",
+                    "model.n_layers=1",
+                    "model.mlp_hidden=32",
+                    "model.pool=mean",
+                    "task.val_size=8",
+                    "train.steps=1",
+                    "train.warmup_steps=0",
+                    "train.weight_decay=0",
+                    "train.lr=1e-3",
+                    f"train.pe_lr_scale={scale}",
+                    "train.target_accuracy=null",
+                    "train.batch_size=4",
+                ]
+            )
+        )
         model = setup.model
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
         train(model, lambda b, g: setup.task.train_batch(b, 32, g), setup.train, seed=0)
@@ -239,7 +289,9 @@ def test_pe_lr_scale_moves_the_position_parameters_that_much_faster():
 def test_declared_names_are_collected_with_their_module_prefix_and_checked():
     from posenc.engine.training import no_weight_decay_names
 
-    setup = build(compose(["model=vit_tiny", "pe=learned2d", "model.d_model=16", "model.n_heads=2", "model.n_layers=1"]))
+    setup = build(
+        compose(["model=vit_tiny", "pe=learned2d", "model.d_model=16", "model.n_heads=2", "model.n_layers=1"])
+    )
     assert no_weight_decay_names(setup.model) == {"cls", "pe.rows", "pe.cols"}
 
     class Wrong(torch.nn.Module):
@@ -257,8 +309,17 @@ def test_declared_names_are_collected_with_their_module_prefix_and_checked():
 # Training to criterion.
 
 # One symbol to copy (x SEP x) from four: learned in a few dozen steps, validated every 5.
-REACHABLE = ["experiment=smoke", "task=copy", "task.n_symbols=4", "train.seq_len=2", "train.lr=1e-2",
-             "train.steps=200", "train.eval_every=5", "train.checkpoint_every=5", "train.log_every=1"]
+REACHABLE = [
+    "experiment=smoke",
+    "task=copy",
+    "task.n_symbols=4",
+    "train.seq_len=2",
+    "train.lr=1e-2",
+    "train.steps=200",
+    "train.eval_every=5",
+    "train.checkpoint_every=5",
+    "train.log_every=1",
+]
 
 
 def to_criterion(tmp_path, name, overrides=()):
@@ -280,8 +341,12 @@ def test_training_stops_at_the_first_validation_that_reaches_the_target_and_chec
     assert max(r["step"] for r in run.read_records()) == result.steps  # no step after the target
     state = torch.load(run.checkpoint_dir / "trainer.pt", weights_only=True)
     assert state["step"] == state["target_step"] == result.steps
-    assert result.target_record() == {"criterion": "accuracy", "target": 0.95, "reached_target": True,
-                                      "target_step": result.steps}
+    assert result.target_record() == {
+        "criterion": "accuracy",
+        "target": 0.95,
+        "reached_target": True,
+        "target_step": result.steps,
+    }
 
 
 def test_a_run_that_cannot_reach_its_target_trains_to_the_cap_and_says_so(tmp_path):
@@ -302,8 +367,9 @@ def test_without_a_target_the_record_says_none_and_the_loop_runs_to_the_cap(tmp_
 
 def test_resume_stops_at_the_same_step_and_a_finished_run_stays_finished(tmp_path, interruptible):
     setup, reference, validate = to_criterion(tmp_path, "reference")
-    expected = train(setup.model, batches_of(setup), setup.train, seed=0, run=reference, validate=validate,
-                     target=setup.target)
+    expected = train(
+        setup.model, batches_of(setup), setup.train, seed=0, run=reference, validate=validate, target=setup.target
+    )
     assert expected.target_step > 7
 
     setup, run, validate = to_criterion(tmp_path, "stopped")
@@ -313,12 +379,21 @@ def test_resume_stops_at_the_same_step_and_a_finished_run_stays_finished(tmp_pat
         if len([r for r in run.read_records() if "train_loss" in r]) == 6:
             os.kill(os.getpid(), signal.SIGINT)
         return batches(b, g)
+
     with pytest.raises(Interrupted):
         train(setup.model, stop_at_7, setup.train, seed=0, run=run, validate=validate, target=setup.target)
     for _ in range(2):  # the second resume finds the target's checkpoint and trains no further
         setup, _, validate = to_criterion(tmp_path, "unused")
-        result = train(setup.model, batches_of(setup), setup.train, seed=0, run=RunDir(run.path), resume=True,
-                       validate=validate, target=setup.target)
+        result = train(
+            setup.model,
+            batches_of(setup),
+            setup.train,
+            seed=0,
+            run=RunDir(run.path),
+            resume=True,
+            validate=validate,
+            target=setup.target,
+        )
         assert (result.steps, result.target_step) == (expected.steps, expected.target_step)
         assert untimed(RunDir(run.path)) == untimed(reference)
 
@@ -331,18 +406,23 @@ def untimed(run):
 def test_text_is_judged_by_bits_per_byte_at_or_below_its_target():
     setup = build(compose(["experiment=smoke", "train.target_bpb=2.5"]))
     assert setup.target == Target("bpb", 2.5)
-    assert setup.target.reached({"accuracy": 0.0, "bits": 2.5}) and not setup.target.reached({"accuracy": 1.0, "bits": 2.6})
+    assert setup.target.reached({"accuracy": 0.0, "bits": 2.5}) and not setup.target.reached(
+        {"accuracy": 1.0, "bits": 2.6}
+    )
     assert build(compose(["experiment=smoke"])).target is None  # text trains to the cap unless a target is stated
     assert target_for("accuracy", TrainConfig(target_accuracy=0.9)).reached({"accuracy": 0.9, "bits": 9.0})
     with pytest.raises(ValueError, match="target needs validate"):
         train(setup.model, batches_of(setup), setup.train, seed=0, target=setup.target)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("target_accuracy", 1.5, "train.target_accuracy must be in (0, 1] or null, got 1.5"),
-    ("target_accuracy", 0.0, "train.target_accuracy must be in (0, 1] or null, got 0.0"),
-    ("target_bpb", -1.0, "train.target_bpb must be > 0 (bits per byte) or null, got -1.0"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("target_accuracy", 1.5, "train.target_accuracy must be in (0, 1] or null, got 1.5"),
+        ("target_accuracy", 0.0, "train.target_accuracy must be in (0, 1] or null, got 0.0"),
+        ("target_bpb", -1.0, "train.target_bpb must be > 0 (bits per byte) or null, got -1.0"),
+    ],
+)
 def test_a_target_out_of_range_is_a_config_error(field, value, message):
     from posenc.core.errors import ConfigError
 

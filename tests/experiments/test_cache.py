@@ -13,10 +13,23 @@ from posenc.engine.results import config_hash
 from posenc.experiments.cache import HOST, TRAINED_AT, complete, publish, reap, trained, training_config
 from posenc.experiments.extrapolation.protocol import job
 
-TINY = ["experiment=extrapolation", "pe=rope", "extrapolation.scales=[none,pi]", "extrapolation.lengths=[16,32]",
-        "model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=64", "train.batch_size=4",
-        "train.warmup_steps=1", "train.seq_len=16", "train.steps=3", "train.eval_every=1000",
-        "eval.max_windows=4", "eval.periodic_windows=2"]
+TINY = [
+    "experiment=extrapolation",
+    "pe=rope",
+    "extrapolation.scales=[none,pi]",
+    "extrapolation.lengths=[16,32]",
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=64",
+    "train.batch_size=4",
+    "train.warmup_steps=1",
+    "train.seq_len=16",
+    "train.steps=3",
+    "train.eval_every=1000",
+    "eval.max_windows=4",
+    "eval.periodic_windows=2",
+]
 
 
 def entries(cache):
@@ -92,6 +105,7 @@ def test_a_training_in_progress_is_invisible_and_a_failed_one_leaves_nothing(tmp
 def test_publish_keeps_the_first_of_two_completed_trainings(tmp_path):
     """Two jobs trained the same config at once: the one that publishes second drops its copy
     and the first one's entry stays as it was."""
+
     def completed(name, loss):
         folder = tmp_path / name
         (folder / "checkpoint").mkdir(parents=True)

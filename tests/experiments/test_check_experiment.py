@@ -1,7 +1,7 @@
 import pandas as pd
 
-from posenc.experiments.check import Scheme, is_fixed_embedding, measurements, plan, run
 from posenc.engine.config import list_options
+from posenc.experiments.check import Scheme, is_fixed_embedding, measurements, plan, run
 from posenc.pe.rope import RoPE
 
 

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+from posenc.core.errors import ConfigError
 from posenc.experiments.extrapolation.plan import plan
 from posenc.experiments.extrapolation.protocol import prepare
 from posenc.experiments.extrapolation.scoring import buckets
-from posenc.core.errors import ConfigError
 
 TINY = ["experiment=smoke", "train.steps=2", "train.seq_len=16"]
 
@@ -31,15 +31,32 @@ def test_all_means_every_applicable_scale_and_longrope_only_with_its_lists():
     assert by_scale["yarn"].scale.beta_fast == 16 and list(by_scale["longrope"].scale.long_factor) == [2, 2, 2, 2]
 
 
-@pytest.mark.parametrize("pes,scales,extra,message", [
-    (["rope"], ["bogus"], [], "unknown scale 'bogus'; valid: all, none, clamp, dynamic, interpolate, llama3, longrope, ntk, pi, yarn"),
-    (["nope", "sinusoidal"], ["yarn"], [], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
-    (["rope", "nope"], ["none", "interpolate"], [],
-     "scale 'interpolate' does not apply to pe rope, nope: it rescales learned position tables (pe=learned); "
-     "scales that apply: rope: "),
-    (["bogus"], ["none"], [], "unknown pe 'bogus'; valid: "),
-    (["rope"], ["none", "pi"], ["scale.beta_fast=3"], "unknown override key 'scale.beta_fast'; no requested scale has it"),
-])
+@pytest.mark.parametrize(
+    "pes,scales,extra,message",
+    [
+        (
+            ["rope"],
+            ["bogus"],
+            [],
+            "unknown scale 'bogus'; valid: all, none, clamp, dynamic, interpolate, llama3, longrope, ntk, pi, yarn",
+        ),
+        (["nope", "sinusoidal"], ["yarn"], [], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
+        (
+            ["rope", "nope"],
+            ["none", "interpolate"],
+            [],
+            "scale 'interpolate' does not apply to pe rope, nope: it rescales learned position tables (pe=learned); "
+            "scales that apply: rope: ",
+        ),
+        (["bogus"], ["none"], [], "unknown pe 'bogus'; valid: "),
+        (
+            ["rope"],
+            ["none", "pi"],
+            ["scale.beta_fast=3"],
+            "unknown override key 'scale.beta_fast'; no requested scale has it",
+        ),
+    ],
+)
 def test_plan_rejects(pes, scales, extra, message):
     with pytest.raises(ConfigError) as e:
         plan(pes, scales, TINY + extra)
@@ -47,17 +64,27 @@ def test_plan_rejects(pes, scales, extra, message):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("extra,lengths,message", [
-    ([], [16, 0], "evaluation length must be >= 1, got 0"),
-    ([], [16, 10**6], "sequence length 1000000 is longer than the val split"),
-    (["scale=longrope"], None, "scale longrope needs scale.short_factor"),
-    (["scale=longrope", "scale.short_factor=[1,1,1]", "scale.long_factor=[1,1,1,1]"], None,
-     "scale 'longrope' with pe 'rope': scale.short_factor has 3 factors, but the rotary dimension 16 has 8"),
-    (["scale=pi", "scale.factor=0"], None, "scale.factor must be > 0, got 0.0"),
-    (["scale=yarn", "scale.factor=-2"], None, "scale.factor must be > 0, got -2.0"),
-    (["scale=clamp"], None, "scale 'clamp' does not apply to pe 'rope': it rescales learned position tables "
-     "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, yarn"),
-])
+@pytest.mark.parametrize(
+    "extra,lengths,message",
+    [
+        ([], [16, 0], "evaluation length must be >= 1, got 0"),
+        ([], [16, 10**6], "sequence length 1000000 is longer than the val split"),
+        (["scale=longrope"], None, "scale longrope needs scale.short_factor"),
+        (
+            ["scale=longrope", "scale.short_factor=[1,1,1]", "scale.long_factor=[1,1,1,1]"],
+            None,
+            "scale 'longrope' with pe 'rope': scale.short_factor has 3 factors, but the rotary dimension 16 has 8",
+        ),
+        (["scale=pi", "scale.factor=0"], None, "scale.factor must be > 0, got 0.0"),
+        (["scale=yarn", "scale.factor=-2"], None, "scale.factor must be > 0, got -2.0"),
+        (
+            ["scale=clamp"],
+            None,
+            "scale 'clamp' does not apply to pe 'rope': it rescales learned position tables "
+            "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, yarn",
+        ),
+    ],
+)
 def test_prepare_rejects(extra, lengths, message):
     from posenc.engine.config import compose
 
@@ -84,9 +111,10 @@ def test_buckets_average_scored_positions_only():
 
 # --- the sweep job (experiment=extrapolation): one scheme, every scale that applies --------------
 
+
 def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
-    from posenc.experiments.extrapolation.plan import cells_of as job_cells
     from posenc.engine.config import compose
+    from posenc.experiments.extrapolation.plan import cells_of as job_cells
 
     rope = compose(["experiment=extrapolation", "pe=rope", *TINY[1:]])
     cfgs = job_cells(rope, ["none", "pi", "ntk", "yarn"])
@@ -96,17 +124,21 @@ def test_the_job_keeps_the_scales_that_apply_and_fixes_the_factor():
     assert cells_of(fixed) == [("rope", "none"), ("rope", "pi"), ("rope", "yarn")]
     assert [c.scale.get("factor") for c in fixed] == [None, 4.0, 4.0] and rope.scale._target_.endswith("NoScale")
     assert cells_of(job_cells(compose(["experiment=extrapolation", "pe=alibi", *TINY[1:]]), ["none", "pi"])) == [
-        ("alibi", "none")]
+        ("alibi", "none")
+    ]
     assert [s for _, s in cells_of(job_cells(rope, ["all"]))] == ["none", "dynamic", "llama3", "ntk", "pi", "yarn"]
 
 
-@pytest.mark.parametrize("pe,scales,message", [
-    ("nope", ["pi", "yarn"], "no scale of extrapolation.scales (pi, yarn) applies to pe 'nope'"),
-    ("rope", ["bogus"], "unknown scale 'bogus' in extrapolation.scales; valid: all, none, clamp"),
-])
+@pytest.mark.parametrize(
+    "pe,scales,message",
+    [
+        ("nope", ["pi", "yarn"], "no scale of extrapolation.scales (pi, yarn) applies to pe 'nope'"),
+        ("rope", ["bogus"], "unknown scale 'bogus' in extrapolation.scales; valid: all, none, clamp"),
+    ],
+)
 def test_the_job_names_a_scale_list_that_cannot_run(pe, scales, message):
-    from posenc.experiments.extrapolation.plan import cells_of as job_cells
     from posenc.engine.config import compose
+    from posenc.experiments.extrapolation.plan import cells_of as job_cells
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         job_cells(compose(["experiment=extrapolation", f"pe={pe}", *TINY[1:]]), scales)

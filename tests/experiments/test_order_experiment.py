@@ -1,5 +1,5 @@
-from posenc.experiments.order import order_tasks, plan
 from posenc.engine.config import list_options
+from posenc.experiments.order import order_tasks, plan
 from posenc.tasks.base import ImageTask
 
 
@@ -30,14 +30,14 @@ def test_user_train_option_wins():
 def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     """The ViT path: (b, C) logits, tokens from the last block minus the cls row, patches permuted."""
     import torch
+    from tiny_models import TinyViT
 
-    from posenc.experiments.order import Cell, run
     from posenc.engine.build import Setup
     from posenc.engine.evaluation import EvalConfig
+    from posenc.engine.training import TrainConfig
+    from posenc.experiments.order import Cell, run
     from posenc.pe.learned import LearnedPE
     from posenc.pe.nope import NoPE
-    from posenc.engine.training import TrainConfig
-    from tiny_models import TinyViT
 
     class WhichHalf(ImageTask):
         """Bright patch in the top or the bottom half: the label is where it is, not what it is."""
@@ -57,13 +57,22 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
             return self.train_batch(max_items or 64, 8, torch.Generator().manual_seed(5))
 
     def cell(pe, name):
-        setup = Setup(config={"pe": name}, task=WhichHalf(), model=TinyViT(pe), seed=0,
-                      train=TrainConfig(steps=40, batch_size=32, warmup_steps=2, lr=1e-2, device="cpu"),
-                      eval=EvalConfig(max_windows=64))
+        setup = Setup(
+            config={"pe": name},
+            task=WhichHalf(),
+            model=TinyViT(pe),
+            seed=0,
+            train=TrainConfig(steps=40, batch_size=32, warmup_steps=2, lr=1e-2, device="cpu"),
+            eval=EvalConfig(max_windows=64),
+        )
         return Cell("tiny_vit", "bidirectional", name, "which_half", setup)
 
-    table, _ = run([cell(NoPE(ndim=2), "nope"), cell(LearnedPE(16, 16, init_std=0.5), "learned")], [],
-                   permutations=3, results_root=tmp_path)
+    table, _ = run(
+        [cell(NoPE(ndim=2), "nope"), cell(LearnedPE(16, 16, init_std=0.5), "learned")],
+        [],
+        permutations=3,
+        results_root=tmp_path,
+    )
     rows = table.set_index(["pe", "phase"])
     assert rows.loc[("nope", "trained")].invariant and rows.loc[("nope", "trained")].equivariance_residual < 1e-5
     assert not rows.loc[("nope", "trained")].above_chance  # a bag of patches cannot tell top from bottom
@@ -78,7 +87,8 @@ def test_the_vit_takes_the_first_order_task_it_fits_and_a_content_label_is_not_o
 
     cells, _ = plan(models=["vit_tiny"], pes=["nope"])
     assert [(c.model, c.task, c.attention, c.setup.task.label) for c in cells] == [
-        ("vit_tiny", "shapes", "bidirectional", "quadrant")]
+        ("vit_tiny", "shapes", "bidirectional", "quadrant")
+    ]
     with pytest.raises(ConfigError, match="does not label order"):
         plan(models=["vit_tiny"], pes=["nope"], overrides=["task.label=shape"])
 

@@ -27,8 +27,7 @@ def reference(folder, scale, factor, length, window, longest):
     tokens = tokenize(AutoTokenizer.from_pretrained(folder), documents(None))
     config = AutoConfig.from_pretrained(folder)
     if HF_ROPE[scale]:
-        params = {"rope_type": HF_ROPE[scale], "rope_theta": 10000.0,
-                  "factor": 1.0 if scale == "dynamic" else factor}
+        params = {"rope_type": HF_ROPE[scale], "rope_theta": 10000.0, "factor": 1.0 if scale == "dynamic" else factor}
         if scale == "yarn":
             params["original_max_position_embeddings"] = 64
         config.rope_parameters = params
@@ -44,8 +43,15 @@ def reference(folder, scale, factor, length, window, longest):
 @pytest.mark.parametrize("kind", ["tied", "untied"])
 def test_perplexity_per_length_equals_transformers(real_models, tmp_path, kind):
     folder = real_models[kind]
-    settings = RealSettings(model=str(folder), scales=["pi", "dynamic", "yarn"], lengths=LENGTHS, windows=WINDOWS,
-                            tail=TAIL, buckets=4, device="cpu")
+    settings = RealSettings(
+        model=str(folder),
+        scales=["pi", "dynamic", "yarn"],
+        lengths=LENGTHS,
+        windows=WINDOWS,
+        tail=TAIL,
+        buckets=4,
+        device="cpu",
+    )
     table, run_dir = run(settings, tmp_path)
     factor = 100 / 64
     for scale in HF_ROPE:
@@ -64,14 +70,23 @@ def test_perplexity_per_length_equals_transformers(real_models, tmp_path, kind):
 
 
 def test_one_forward_serves_every_length_unless_the_scale_follows_it():
-    scales = {"none": NoScale(), "pi": PI(factor=2.0, original_length=64), "yarn": YaRN(factor=2.0, original_length=64),
-              "dynamic": DynamicNTK(original_length=64)}
+    scales = {
+        "none": NoScale(),
+        "pi": PI(factor=2.0, original_length=64),
+        "yarn": YaRN(factor=2.0, original_length=64),
+        "dynamic": DynamicNTK(original_length=64),
+    }
     assert [length_dependent(s) for s in scales.values()] == [False, False, False, True]
     assert length_dependent(PI(original_length=64))  # a factor taken from each length
     forwards = plan_forwards(scales, [16, 32, 64], windows=2)
     assert [(f.scale, f.length, f.serves) for f in forwards if f.window == 0] == [
-        ("none", 64, (16, 32, 64)), ("pi", 64, (16, 32, 64)), ("yarn", 64, (16, 32, 64)),
-        ("dynamic", 16, (16,)), ("dynamic", 32, (32,)), ("dynamic", 64, (64,))]
+        ("none", 64, (16, 32, 64)),
+        ("pi", 64, (16, 32, 64)),
+        ("yarn", 64, (16, 32, 64)),
+        ("dynamic", 16, (16,)),
+        ("dynamic", 32, (32,)),
+        ("dynamic", 64, (64,)),
+    ]
 
 
 def test_rerun_skips_finished_cells(real_models, tmp_path):
@@ -92,8 +107,9 @@ def test_rerun_skips_finished_cells(real_models, tmp_path):
 
 
 def test_files_and_baseline_row(real_models, tmp_path):
-    settings = RealSettings(model=str(real_models["gguf"]), scales=["ntk"], lengths=[16, 80], windows=1, buckets=5,
-                            device="cpu")
+    settings = RealSettings(
+        model=str(real_models["gguf"]), scales=["ntk"], lengths=[16, 80], windows=1, buckets=5, device="cpu"
+    )
     prepared = prepare(settings)
     assert prepared.original_length == 64 and prepared.factor == pytest.approx(80 / 64)
     table, run_dir = run(settings, tmp_path, prepared=prepared)
@@ -159,8 +175,9 @@ def test_finetune_saves_a_checkpoint_that_transformers_scores_alike(real_models,
 
     from posenc.experiments.real import documents, tokenize
 
-    settings = RealSettings(model=str(real_models[kind]), scales=["yarn"], lengths=[16, 80], finetune_steps=3,
-                            tail=TAIL, device="cpu")
+    settings = RealSettings(
+        model=str(real_models[kind]), scales=["yarn"], lengths=[16, 80], finetune_steps=3, tail=TAIL, device="cpu"
+    )
     table, run_dir = run(settings, tmp_path)
     assert list(dict.fromkeys(table.scale)) == ["none", "yarn", "yarn+ft3"]
     folder = run_dir.path / "finetuned" / "yarn+ft3"
@@ -186,8 +203,11 @@ def test_finetune_saves_a_checkpoint_that_transformers_scores_alike(real_models,
 def test_finetune_windows_come_after_the_scored_ones(real_models):
     from posenc.experiments.real import training_windows
 
-    p = prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[16, 50], windows=3,
-                             finetune_steps=1, device="cpu"))
+    p = prepare(
+        RealSettings(
+            model=str(real_models["tied"]), scales=["pi"], lengths=[16, 50], windows=3, finetune_steps=1, device="cpu"
+        )
+    )
     x, y = training_windows(p, 50)(64, torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (64, 50) and torch.equal(x[:, 1:], y[:, :-1])
     text = p.tokens.tolist()
@@ -220,15 +240,28 @@ def test_pi_stacks_on_a_shipped_linear_scaling(tmp_path):
         loss = torch.nn.functional.cross_entropy(hf(ids).logits[0, :-1], ids[0, 1:]).item()
     assert table.set_index(["scale", "metric"]).loc[("pi", "ppl"), "100"] == pytest.approx(math.exp(loss), rel=1e-4)
     for scale in ("yarn", "ntk"):
-        with pytest.raises(UserError, match=f"--scale '{scale}' is not defined on top of the model's own "
-                                            r"rescaling \(linear\); valid on this model: none, pi"):
+        with pytest.raises(
+            UserError,
+            match=f"--scale '{scale}' is not defined on top of the model's own "
+            r"rescaling \(linear\); valid on this model: none, pi",
+        ):
             prepare(RealSettings(model=str(folder), scales=[scale], lengths=[100], device="cpu"))
-    llama3 = save_folder(tmp_path / "llama3", tokenizer=AutoTokenizer.from_pretrained(folder), rope_scaling={
-        "rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 32, "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0})
+    llama3 = save_folder(
+        tmp_path / "llama3",
+        tokenizer=AutoTokenizer.from_pretrained(folder),
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 2.0,
+            "original_max_position_embeddings": 32,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
+    )
     assert prepare(RealSettings(model=str(llama3), scales=["pi"], lengths=[100], device="cpu")).original_length == 32
-    with pytest.raises(UserError, match="--finetune-steps with --scale 'pi': cannot describe 'PI' on top of the "
-                                        "shipped rope_type 'llama3'"):
+    with pytest.raises(
+        UserError,
+        match="--finetune-steps with --scale 'pi': cannot describe 'PI' on top of the shipped rope_type 'llama3'",
+    ):
         prepare(RealSettings(model=str(llama3), scales=["pi"], lengths=[100], finetune_steps=1, device="cpu"))
 
 
@@ -236,14 +269,17 @@ def test_ratios_pair_the_scales_window_by_window(real_models, tmp_path):
     """ratio = exp(mean over windows of loss_a − loss_b), its interval the t interval of that mean."""
     from scipy import stats as scipy_stats
 
-    settings = RealSettings(model=str(real_models["tied"]), scales=["pi", "yarn"], lengths=[16, 40], windows=3,
-                            tail=8, device="cpu")
+    settings = RealSettings(
+        model=str(real_models["tied"]), scales=["pi", "yarn"], lengths=[16, 40], windows=3, tail=8, device="cpu"
+    )
     _, run_dir = run(settings, tmp_path)
     ratios = pd.read_csv(run_dir.path / "ratios.csv")
     assert list(dict.fromkeys(zip(ratios.a, ratios.b))) == [("none", "pi"), ("none", "yarn"), ("pi", "yarn")]
     cells = {r["key"]: r for r in map(json.loads, (run_dir.path / "cells.jsonl").read_text().splitlines())}
-    diffs = [cells[f"none/40/{w}"]["cells"]["40"]["tail_sum"] / 8 - cells[f"yarn/40/{w}"]["cells"]["40"]["tail_sum"] / 8
-             for w in range(3)]
+    diffs = [
+        cells[f"none/40/{w}"]["cells"]["40"]["tail_sum"] / 8 - cells[f"yarn/40/{w}"]["cells"]["40"]["tail_sum"] / 8
+        for w in range(3)
+    ]
     mean, half = sum(diffs) / 3, scipy_stats.t.ppf(0.975, 2) * scipy_stats.tstd(diffs) / math.sqrt(3)
     row = ratios.set_index(["a", "b", "metric", "length"]).loc[("none", "yarn", "tail_ppl", 40)]
     assert row.ratio == pytest.approx(math.exp(mean), rel=1e-9) and row.windows == 3
@@ -251,8 +287,9 @@ def test_ratios_pair_the_scales_window_by_window(real_models, tmp_path):
     assert (ratios.ci95_low <= ratios.ratio).all() and (ratios.ratio <= ratios.ci95_high).all()
     assert (ratios.ci95_low > 0).all()
     # one window: no pairing, no file
-    one, one_dir = run(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[16], windows=1,
-                                    device="cpu"), tmp_path)
+    one, one_dir = run(
+        RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[16], windows=1, device="cpu"), tmp_path
+    )
     assert not (one_dir.path / "ratios.csv").exists()
 
 
@@ -260,9 +297,11 @@ def test_more_windows_reuse_the_folder_and_its_cells(real_models, tmp_path):
     """--windows only adds cells (keyed by window): a second run with more windows scores only the
     new ones, in the same folder, and its table equals a fresh run's; asking for fewer again pools
     only those."""
+
     def settings(windows):
-        return RealSettings(model=str(real_models["tied"]), scales=["yarn"], lengths=[16, 32], windows=windows,
-                            device="cpu")
+        return RealSettings(
+            model=str(real_models["tied"]), scales=["yarn"], lengths=[16, 32], windows=windows, device="cpu"
+        )
 
     one, first_dir = run(settings(1), tmp_path)
     events = []
@@ -277,7 +316,8 @@ def test_more_windows_reuse_the_folder_and_its_cells(real_models, tmp_path):
     import yaml
 
     assert yaml.safe_load((same_dir.path / "config.yaml").read_text())["windows"] == 1  # this run's settings
-    code_changed = RealSettings(model=str(real_models["tied"]), scales=["yarn"], lengths=[16, 32], windows=1,
-                                tail=8, device="cpu")
+    code_changed = RealSettings(
+        model=str(real_models["tied"]), scales=["yarn"], lengths=[16, 32], windows=1, tail=8, device="cpu"
+    )
     _, other = run(code_changed, tmp_path)
     assert other.path != first_dir.path  # any other setting: another folder

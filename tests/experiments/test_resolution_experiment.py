@@ -5,15 +5,26 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from posenc.experiments.resolution import methods_for, run
-from posenc.engine.config import compose
 from posenc.core.errors import ConfigError
+from posenc.engine.config import compose
+from posenc.experiments.resolution import methods_for, run
 from posenc.pe.resample import MODES
 
-TINY = ["experiment=resolution", "model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.mlp_hidden=32",
-        "train.steps=3", "train.batch_size=4", "train.warmup_steps=1", "task.val_size=16",
-        "resolution.resolutions=[16,32]", "resolution.eval_items=8", "resolution.finetune_steps=1",
-        "eval.periodic_windows=8"]
+TINY = [
+    "experiment=resolution",
+    "model.d_model=16",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=32",
+    "train.steps=3",
+    "train.batch_size=4",
+    "train.warmup_steps=1",
+    "task.val_size=16",
+    "resolution.resolutions=[16,32]",
+    "resolution.eval_items=8",
+    "resolution.finetune_steps=1",
+    "eval.periodic_windows=8",
+]
 
 
 def test_methods_for_maps_requests_onto_what_a_scheme_can_do():
@@ -28,19 +39,35 @@ def test_methods_for_maps_requests_onto_what_a_scheme_can_do():
 def test_tiny_run_writes_the_table(tmp_path):
     cfgs = [compose([*TINY, f"pe={pe}"]) for pe in ("learned", "rope2d_axial")]
     table, run_dir = run(cfgs, results_root=tmp_path)
-    assert list(table.columns) == ["pe", "method", "finetune_steps", "16px", "32px",
-                                   "steps", "criterion", "target", "reached_target", "target_step"]
+    assert list(table.columns) == [
+        "pe",
+        "method",
+        "finetune_steps",
+        "16px",
+        "32px",
+        "steps",
+        "criterion",
+        "target",
+        "reached_target",
+        "target_step",
+    ]
     # every scheme's rows say how its training ended: 3 steps cannot reach 0.95 on quadrants
     assert (table.steps == 3).all() and (table.criterion == "accuracy").all() and (table.target == 0.95).all()
     assert not table.reached_target.any() and table.target_step.isna().all()
     import json
+
     training = json.loads((run_dir.path / "summary.json").read_text())["training"]
     assert [(t["pe"], t["steps"], t["reached_target"], t["target_step"]) for t in training] == [
-        ("learned", 3, False, None), ("rope2d_axial", 3, False, None)]
+        ("learned", 3, False, None),
+        ("rope2d_axial", 3, False, None),
+    ]
     assert table[["pe", "method", "finetune_steps"]].values.tolist() == [
-        ["learned", "bicubic", 0], ["learned", "bicubic", 1],
-        ["rope2d_axial", "interpolate", 0], ["rope2d_axial", "interpolate", 1],
-        ["rope2d_axial", "extrapolate", 0], ["rope2d_axial", "extrapolate", 1],
+        ["learned", "bicubic", 0],
+        ["learned", "bicubic", 1],
+        ["rope2d_axial", "interpolate", 0],
+        ["rope2d_axial", "interpolate", 1],
+        ["rope2d_axial", "extrapolate", 0],
+        ["rope2d_axial", "extrapolate", 1],
     ]
     assert table[["16px", "32px"]].isin([i / 8 for i in range(9)]).all().all()  # accuracies over 8 images
     no_ft = table[table.finetune_steps == 0]
@@ -49,8 +76,10 @@ def test_tiny_run_writes_the_table(tmp_path):
     for name in ("table.csv", "table.md", "long.csv", "accuracy.png", "similarity.csv", "similarity_learned.png"):
         assert (run_dir.path / name).is_file(), name
     assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 10)
-    assert sorted(p.name for p in (run_dir.path / "checkpoints").iterdir()) == ["learned.safetensors",
-                                                                                  "rope2d_axial.safetensors"]
+    assert sorted(p.name for p in (run_dir.path / "checkpoints").iterdir()) == [
+        "learned.safetensors",
+        "rope2d_axial.safetensors",
+    ]
     similarity = pd.read_csv(run_dir.path / "similarity.csv")
     assert similarity.pe.tolist() == ["learned"] and similarity.rank_corr_trained.between(-1, 1).all()
     assert similarity[["steps", "reached_target"]].values.tolist() == [[3, False]]  # how its model trained
@@ -60,12 +89,15 @@ def test_tiny_run_writes_the_table(tmp_path):
     assert run_dir.read_summary()["status"] == "completed"
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["resolution.resolutions=[16,30]", "pe=learned"], "resolution=30 is not divisible by model.patch_size=4"),
-    (["resolution.methods=[cubic]", "pe=learned"], "unknown interpolation method 'cubic'; valid: nearest"),
-    (["resolution.methods=[extrapolate]", "pe=learned"], "none of the methods extrapolate applies to pe 'learned'"),
-    (["pe=rope"], "pe 'rope' is 1D-only .* use pe=rope2d_axial"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["resolution.resolutions=[16,30]", "pe=learned"], "resolution=30 is not divisible by model.patch_size=4"),
+        (["resolution.methods=[cubic]", "pe=learned"], "unknown interpolation method 'cubic'; valid: nearest"),
+        (["resolution.methods=[extrapolate]", "pe=learned"], "none of the methods extrapolate applies to pe 'learned'"),
+        (["pe=rope"], "pe 'rope' is 1D-only .* use pe=rope2d_axial"),
+    ],
+)
 def test_bad_settings_fail_before_any_run_dir(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):
         run([compose([*TINY, *extra])], results_root=tmp_path)
@@ -77,10 +109,18 @@ def test_bad_settings_fail_before_any_run_dir(tmp_path, extra, message):
 def test_antialias_applies_to_the_smooth_methods_beside_nearest(tmp_path):
     """Fails on the old run: nearest took resolution.antialias=true too and raised mid-run, after
     training. Now nearest runs as it is, the same with the flag on or off."""
-    cfg = [*TINY, "pe=learned", "resolution.methods=[nearest,bilinear]", "resolution.finetune_steps=0",
-           "resolution.resolutions=[8,32]", "resolution.eval_items=32"]
-    tables = {flag: run([compose([*cfg, f"resolution.antialias={flag}"])], results_root=tmp_path / flag)[0]
-              for flag in ("true", "false")}
+    cfg = [
+        *TINY,
+        "pe=learned",
+        "resolution.methods=[nearest,bilinear]",
+        "resolution.finetune_steps=0",
+        "resolution.resolutions=[8,32]",
+        "resolution.eval_items=32",
+    ]
+    tables = {
+        flag: run([compose([*cfg, f"resolution.antialias={flag}"])], results_root=tmp_path / flag)[0]
+        for flag in ("true", "false")
+    }
     for table in tables.values():
         assert table.method.tolist() == ["nearest", "bilinear"]
     on, off = (tables[f].set_index("method") for f in ("true", "false"))

@@ -26,12 +26,23 @@ def test_a_side_table_keeps_its_rows_with_a_nan(tmp_path):
     overrides = ["experiment=extrapolation", "pe=learned,rope", "seed=0", cache]
     sweep = tmp_path / "sweeps" / "s"
     sweep.mkdir(parents=True)
-    (sweep / "sweep.json").write_text(json.dumps({"jobs": [["pe=learned", "seed=0", cache], ["pe=rope", "seed=0", cache]]}))
-    (tmp_path / "suite.json").write_text(json.dumps({"sweeps": {"extrapolation_passkey": {
-        "dir": "sweeps/s", "overrides": overrides}}}))
+    (sweep / "sweep.json").write_text(
+        json.dumps({"jobs": [["pe=learned", "seed=0", cache], ["pe=rope", "seed=0", cache]]})
+    )
+    (tmp_path / "suite.json").write_text(
+        json.dumps({"sweeps": {"extrapolation_passkey": {"dir": "sweeps/s", "overrides": overrides}}})
+    )
     scores = {"scale": ["none"], "metric": ["accuracy"], "32": [0.9], "64": [0.5]}
-    learned_depth = pd.DataFrame({"pe": ["learned"] * 2, "depth": [0.0, 1.0], "32": [0.9, 0.8], "64": [float("nan")] * 2,
-                                  "reached_target": [False] * 2, "target_step": [float("nan")] * 2})
+    learned_depth = pd.DataFrame(
+        {
+            "pe": ["learned"] * 2,
+            "depth": [0.0, 1.0],
+            "32": [0.9, 0.8],
+            "64": [float("nan")] * 2,
+            "reached_target": [False] * 2,
+            "target_step": [float("nan")] * 2,
+        }
+    )
     job(sweep, 0, pd.DataFrame({"pe": ["learned"], **scores}), learned_depth)
     job(sweep, 1, pd.DataFrame({"pe": ["rope"], **scores}))  # wrote no depth table
     tables = collect(tmp_path)
@@ -45,16 +56,21 @@ def test_two_sweeps_that_name_one_table_fill_it_together(tmp_path):
     its own constant recipe override (model.n_layers=4) is no column, as in the sweep it joins."""
     scores = {"scale": ["none"], "metric": ["bpb"], "64": [2.4]}
     sweeps = {}
-    for name, pes, extra in (("extrapolation_text", ["rope", "alibi"], []),
-                             ("extrapolation_text_nope", ["nope"], ["model.n_layers=4"])):
+    for name, pes, extra in (
+        ("extrapolation_text", ["rope", "alibi"], []),
+        ("extrapolation_text_nope", ["nope"], ["model.n_layers=4"]),
+    ):
         folder = tmp_path / "sweeps" / name
         folder.mkdir(parents=True)
         jobs = [[f"pe={pe}", *extra, "seed=0"] for pe in pes]
         (folder / "sweep.json").write_text(json.dumps({"jobs": jobs}))
         for num, pe in enumerate(pes):
             job(folder, num, pd.DataFrame({"pe": [pe], **scores}))
-        sweeps[name] = {"dir": f"sweeps/{name}", "overrides": [f"pe={','.join(pes)}", *extra, "seed=0"],
-                        "table": "extrapolation_text"}
+        sweeps[name] = {
+            "dir": f"sweeps/{name}",
+            "overrides": [f"pe={','.join(pes)}", *extra, "seed=0"],
+            "table": "extrapolation_text",
+        }
     (tmp_path / "suite.json").write_text(json.dumps({"sweeps": sweeps}))
     tables = collect(tmp_path)
     assert list(tables) == ["extrapolation_text"]

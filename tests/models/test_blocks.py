@@ -90,12 +90,15 @@ def test_fire_score_mod_equals_its_bias(start):
     assert pe.score_mod(torch.stack((positions, positions))) is None and pe.score_mod(positions * 2) is None
 
 
-@pytest.mark.parametrize("pe,extra,start,kind", [
-    ("t5", ["+model.bias_chunk=8"], 0, "score_mod"),  # its distance table
-    ("fire", ["+model.bias_chunk=8"], 600, "score_mod"),  # past L: FIRE's own score_mod
-    ("fire", [], 0, "full"),  # short: the full bias
-    ("relative", [], 0, "full"),
-])
+@pytest.mark.parametrize(
+    "pe,extra,start,kind",
+    [
+        ("t5", ["+model.bias_chunk=8"], 0, "score_mod"),  # its distance table
+        ("fire", ["+model.bias_chunk=8"], 600, "score_mod"),  # past L: FIRE's own score_mod
+        ("fire", [], 0, "full"),  # short: the full bias
+        ("relative", [], 0, "full"),
+    ],
+)
 def test_models_route_a_bias_to_flex_where_selected(monkeypatch, pe, extra, start, kind):
     """With the selection forced to 'flex' (as on CUDA), a model's logits equal the eager paths';
     each layer makes one flex call, with a score_mod or the full bias."""
@@ -103,16 +106,30 @@ def test_models_route_a_bias_to_flex_where_selected(monkeypatch, pe, extra, star
     from posenc.engine.config import compose
     from posenc.models import blocks
 
-    model = build(compose(["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.mlp_hidden=48",
-                           "train.seq_len=32", f"pe={pe}", *extra])).model.eval()
+    model = build(
+        compose(
+            [
+                "model.d_model=32",
+                "model.n_layers=2",
+                "model.n_heads=2",
+                "model.mlp_hidden=48",
+                "train.seq_len=32",
+                f"pe={pe}",
+                *extra,
+            ]
+        )
+    ).model.eval()
     x, positions = torch.randint(0, 256, (2, 32)), torch.arange(start, start + 32)
     calls = []
     flex = blocks.flex_bias_attention
     with torch.no_grad():
         eager = model(x, positions)
         monkeypatch.setattr(blocks, "attention_kernel", lambda device, bias: "flex" if bias else "sdpa")
-        monkeypatch.setattr(blocks, "flex_bias_attention",
-                            lambda *a, **kw: calls.append("score_mod" if callable(a[3]) else "full") or flex(*a, **kw))
+        monkeypatch.setattr(
+            blocks,
+            "flex_bias_attention",
+            lambda *a, **kw: calls.append("score_mod" if callable(a[3]) else "full") or flex(*a, **kw),
+        )
         routed = model(x, positions)
     assert calls == [kind] * 2
     assert_close(routed, eager, rtol=1e-5, atol=1e-5)

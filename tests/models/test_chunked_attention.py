@@ -186,8 +186,10 @@ def test_view_gradients_equal_the_full_bias(name):
     pe = FirePE(n_heads=3, init_threshold=16.0) if name == "fire_rows" else TOEPLITZ_SCHEMES[name](3)
     positions = torch.arange(45) + 3
     grads = []
-    for attend in (lambda q, k, v: full_bias_attention(q, k, v, pe, positions, True),
-                   lambda q, k, v: chunked_bias_attention(q, k, v, pe, positions, 7, view_chunk=7, rows_elements=0)):
+    for attend in (
+        lambda q, k, v: full_bias_attention(q, k, v, pe, positions, True),
+        lambda q, k, v: chunked_bias_attention(q, k, v, pe, positions, 7, view_chunk=7, rows_elements=0),
+    ):
         pe.zero_grad()
         q, k, v = qkv(requires_grad=True)
         attend(q, k, v).square().sum().backward()

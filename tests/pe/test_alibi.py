@@ -10,11 +10,11 @@ from posenc.pe.alibi import AlibiPE, alibi_slopes
 # The paper's slopes (Press et al. 2022, §3 and its reference code): 2^(-8h/n) for n a power of
 # two; otherwise the n' = 2^floor(log2 n) slopes, then every other slope of the 2n' sequence.
 EXPECTED = {
-    8: [2 ** -h for h in range(1, 9)],
-    12: [2 ** -h for h in range(1, 9)] + [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5],
-    6: [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3],
-    5: [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1],
-    1: [2 ** -8],
+    8: [2**-h for h in range(1, 9)],
+    12: [2**-h for h in range(1, 9)] + [2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5],
+    6: [2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3],
+    5: [2**-2, 2**-4, 2**-6, 2**-8, 2**-1],
+    1: [2**-8],
 }
 
 
@@ -34,7 +34,7 @@ def test_bias_is_minus_slope_times_distance():
     pe = AlibiPE(n_heads=4)
     pos = torch.arange(5)
     bias = pe.bias(pos, pos)
-    m = torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
+    m = torch.tensor([2**-2, 2**-4, 2**-6, 2**-8])
     expected = -m[:, None, None] * (pos[:, None] - pos[None, :]).abs()
     assert_close(bias, expected)
     assert bias[0, 4].tolist() == [-1.0, -0.75, -0.5, -0.25, 0.0]

@@ -29,8 +29,10 @@ def test_encodes_by_family():
 
 
 def test_scaling_facts():
-    facts = {name: (option_class("scale", name).hf_rope_type, option_class("scale", name).length_dependent)
-             for name in list_options("scale")}
+    facts = {
+        name: (option_class("scale", name).hf_rope_type, option_class("scale", name).length_dependent)
+        for name in list_options("scale")
+    }
     assert facts["pi"] == ("linear", False) and facts["yarn"] == ("yarn", False)
     assert facts["dynamic"] == ("dynamic", True) and facts["longrope"] == ("longrope", True)
     assert facts["none"] == ("default", False) and facts["ntk"] == (None, False) and facts["clamp"][0] is None

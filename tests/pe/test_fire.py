@@ -31,11 +31,14 @@ def test_bias_is_the_mlp_of_the_inputs():
 BATCH_POSITIONS = torch.stack((torch.arange(12), torch.arange(12) * 2 + 5))  # (b, s): one row per sequence
 
 
-@pytest.mark.parametrize("q, k", [
-    (torch.arange(30), torch.arange(30)),
-    (torch.tensor([3, 7, 8, 20]), torch.arange(25)),  # a chunk of queries against more keys
-    (BATCH_POSITIONS, BATCH_POSITIONS),
-])
+@pytest.mark.parametrize(
+    "q, k",
+    [
+        (torch.arange(30), torch.arange(30)),
+        (torch.tensor([3, 7, 8, 20]), torch.arange(25)),  # a chunk of queries against more keys
+        (BATCH_POSITIONS, BATCH_POSITIONS),
+    ],
+)
 def test_below_the_threshold_the_per_distance_mlp_equals_the_formula_values_and_gradients(q, k):
     torch.manual_seed(0)
     pe = FirePE(n_heads=3, mlp_width=8, init_threshold=64.0)  # every query below L
@@ -46,8 +49,9 @@ def test_below_the_threshold_the_per_distance_mlp_equals_the_formula_values_and_
     assert_close(bias, formula)
     weights = torch.randn_like(bias)
     params = list(pe.parameters())
-    assert_close(torch.autograd.grad((bias * weights).sum(), params),
-                 torch.autograd.grad((formula * weights).sum(), params))
+    assert_close(
+        torch.autograd.grad((bias * weights).sum(), params), torch.autograd.grad((formula * weights).sum(), params)
+    )
 
 
 def test_past_the_threshold_the_bias_depends_on_the_query_position():
@@ -78,7 +82,7 @@ def test_distance_rows_equal_the_mlp_of_each_query_and_distance():
     q = torch.arange(10, 74)  # below and past L = 16
     d = torch.arange(-40, 300)
     rows = pe.distance_rows(q, d)  # (n_h, s_q, n)
-    reference = torch.stack([pe.bias(q[r:r + 1], q[r:r + 1] - d)[:, 0] for r in range(len(q))], 1)
+    reference = torch.stack([pe.bias(q[r : r + 1], q[r : r + 1] - d)[:, 0] for r in range(len(q))], 1)
     assert rows.shape == reference.shape == (3, 64, 340)
     assert_close(rows, reference, rtol=1e-5, atol=1e-5)
     assert pe.distance_rows(q.float(), d) is None and pe.distance_rows(torch.stack((q, q)), d) is None
@@ -117,6 +121,6 @@ def test_segments_kept_without_gradient_follow_a_change_of_the_weights():
         assert pe.segments() is pe.segments()  # kept
         pe.mlp[2].weight.mul_(2.0)
         after = pe.distance_rows(q, d)
-    reference = torch.stack([pe.bias(q[r:r + 1], q[r:r + 1] - d)[:, 0] for r in range(len(q))], 1).detach()
+    reference = torch.stack([pe.bias(q[r : r + 1], q[r : r + 1] - d)[:, 0] for r in range(len(q))], 1).detach()
     assert not torch.allclose(before, after)
     assert_close(after, reference, rtol=1e-5, atol=1e-5)

@@ -13,9 +13,14 @@ def test_bias_is_minus_r1_log_one_plus_r2_distance():
         pe.r2.copy_(torch.tensor([0.25, 2.0]))
     pos = torch.arange(4)
     bias = pe.bias(pos, pos)
-    assert bias[0, 3].tolist() == pytest.approx([-1.5 * torch.log1p(torch.tensor(0.75)).item(),
-                                                  -1.5 * torch.log1p(torch.tensor(0.5)).item(),
-                                                  -1.5 * torch.log1p(torch.tensor(0.25)).item(), 0.0])
+    assert bias[0, 3].tolist() == pytest.approx(
+        [
+            -1.5 * torch.log1p(torch.tensor(0.75)).item(),
+            -1.5 * torch.log1p(torch.tensor(0.5)).item(),
+            -1.5 * torch.log1p(torch.tensor(0.25)).item(),
+            0.0,
+        ]
+    )
     assert_close(bias[1, 2, 0], -0.5 * torch.log1p(torch.tensor(4.0)))
 
 

@@ -27,8 +27,17 @@ def test_matches_torchvision_interpolate_embeddings(mode, new):
     torch.testing.assert_close(ours, ref["encoder.pos_embedding"], rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode,antialias", [("nearest", False), ("bilinear", False), ("bicubic", False),
-                                            ("area", False), ("bilinear", True), ("bicubic", True)])
+@pytest.mark.parametrize(
+    "mode,antialias",
+    [
+        ("nearest", False),
+        ("bilinear", False),
+        ("bicubic", False),
+        ("area", False),
+        ("bilinear", True),
+        ("bicubic", True),
+    ],
+)
 def test_matches_f_interpolate_on_non_square_grids(mode, antialias):
     h, w, nh, nw = 4, 6, 3, 9
     pos = table(h, w, prefix=2)
@@ -38,8 +47,9 @@ def test_matches_f_interpolate_on_non_square_grids(mode, antialias):
     ref = F.interpolate(img, size=(nh, nw), mode=mode, **extra).permute(0, 2, 3, 1).reshape(1, nh * nw, 6)
     torch.testing.assert_close(ours[:, 2:], ref, rtol=0, atol=0)
     # without the batch dimension: the same rows
-    torch.testing.assert_close(resample_grid(pos[0], (nh, nw), old_grid=(h, w), num_prefix_tokens=2, mode=mode,
-                                             antialias=antialias), ours[0])
+    torch.testing.assert_close(
+        resample_grid(pos[0], (nh, nw), old_grid=(h, w), num_prefix_tokens=2, mode=mode, antialias=antialias), ours[0]
+    )
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
@@ -89,7 +99,9 @@ def test_float32_inside_and_dtype_kept():
 
 def test_bad_inputs():
     pos = table(4, 4)
-    with pytest.raises(ConfigError, match="unknown interpolation mode 'cubic'; valid: nearest, bilinear, bicubic, area"):
+    with pytest.raises(
+        ConfigError, match="unknown interpolation mode 'cubic'; valid: nearest, bilinear, bicubic, area"
+    ):
         resample_grid(pos, 6, mode="cubic")
     with pytest.raises(ConfigError, match="antialias needs mode bilinear or bicubic"):
         resample_grid(pos, 2, mode="nearest", antialias=True)

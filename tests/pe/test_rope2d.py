@@ -50,7 +50,7 @@ def test_norms_kept_and_prefix_not_rotated(mode):
 
 def test_axial_frequencies_and_layout():
     f = axial_frequencies(16, 100.0)
-    torch.testing.assert_close(f, torch.tensor([1.0, 100 ** -0.25, 100 ** -0.5, 100 ** -0.75]))
+    torch.testing.assert_close(f, torch.tensor([1.0, 100**-0.25, 100**-0.5, 100**-0.75]))
     pe = RoPE2D(head_dim=16, n_heads=1)
     angles = pe.angles(torch.tensor([[2.0, 3.0]]))  # row 2, col 3
     torch.testing.assert_close(angles[0], torch.cat((3 * f, 2 * f)))  # columns first, then rows

@@ -22,8 +22,14 @@ def hf_config(head_dim, params, fraction=1.0, max_pos=ORIGINAL):
     params = {"rope_theta": 10000.0, **params}
     if fraction != 1.0:
         params["partial_rotary_factor"] = fraction
-    return LlamaConfig(hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim, num_hidden_layers=1,
-                       max_position_embeddings=max_pos, rope_parameters=params)
+    return LlamaConfig(
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        head_dim=head_dim,
+        num_hidden_layers=1,
+        max_position_embeddings=max_pos,
+        rope_parameters=params,
+    )
 
 
 def lambdas(n, seed):
@@ -34,26 +40,74 @@ def lambdas(n, seed):
 def cases(r, factor):
     yield "linear", {"factor": factor}, PI(factor=factor, original_length=ORIGINAL)
     yield "dynamic", {"factor": factor}, DynamicNTK(factor=factor, original_length=ORIGINAL)
-    yield "yarn", {"factor": factor, "original_max_position_embeddings": ORIGINAL}, YaRN(factor=factor, original_length=ORIGINAL)
-    yield ("yarn", {"factor": factor, "original_max_position_embeddings": ORIGINAL, "beta_fast": 16.0, "beta_slow": 2.0,
-                    "mscale": 0.707, "mscale_all_dim": 1.0, "truncate": False},
-           YaRN(factor=factor, original_length=ORIGINAL, beta_fast=16.0, beta_slow=2.0, mscale=0.707,
-                mscale_all_dim=1.0, truncate=False))
-    yield ("yarn", {"factor": factor, "original_max_position_embeddings": ORIGINAL, "attention_factor": 1.3},
-           YaRN(factor=factor, original_length=ORIGINAL, attention_factor=1.3))
-    yield ("llama3", {"factor": factor, "original_max_position_embeddings": ORIGINAL, "low_freq_factor": 1.0,
-                      "high_freq_factor": 4.0},
-           Llama3(factor=factor, original_length=ORIGINAL))
-    yield ("llama3", {"factor": factor, "original_max_position_embeddings": ORIGINAL, "low_freq_factor": 2.0,
-                      "high_freq_factor": 16.0},
-           Llama3(factor=factor, original_length=ORIGINAL, low_freq_factor=2.0, high_freq_factor=16.0))
+    yield (
+        "yarn",
+        {"factor": factor, "original_max_position_embeddings": ORIGINAL},
+        YaRN(factor=factor, original_length=ORIGINAL),
+    )
+    yield (
+        "yarn",
+        {
+            "factor": factor,
+            "original_max_position_embeddings": ORIGINAL,
+            "beta_fast": 16.0,
+            "beta_slow": 2.0,
+            "mscale": 0.707,
+            "mscale_all_dim": 1.0,
+            "truncate": False,
+        },
+        YaRN(
+            factor=factor,
+            original_length=ORIGINAL,
+            beta_fast=16.0,
+            beta_slow=2.0,
+            mscale=0.707,
+            mscale_all_dim=1.0,
+            truncate=False,
+        ),
+    )
+    yield (
+        "yarn",
+        {"factor": factor, "original_max_position_embeddings": ORIGINAL, "attention_factor": 1.3},
+        YaRN(factor=factor, original_length=ORIGINAL, attention_factor=1.3),
+    )
+    yield (
+        "llama3",
+        {
+            "factor": factor,
+            "original_max_position_embeddings": ORIGINAL,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
+        Llama3(factor=factor, original_length=ORIGINAL),
+    )
+    yield (
+        "llama3",
+        {
+            "factor": factor,
+            "original_max_position_embeddings": ORIGINAL,
+            "low_freq_factor": 2.0,
+            "high_freq_factor": 16.0,
+        },
+        Llama3(factor=factor, original_length=ORIGINAL, low_freq_factor=2.0, high_freq_factor=16.0),
+    )
     short, long = lambdas(r // 2, 0), lambdas(r // 2, 1)
-    yield ("longrope", {"factor": factor, "original_max_position_embeddings": ORIGINAL, "short_factor": short,
-                        "long_factor": long},
-           LongRoPE(factor=factor, original_length=ORIGINAL, short_factor=short, long_factor=long))
-    yield ("longrope", {"factor": factor, "original_max_position_embeddings": ORIGINAL, "short_factor": short,
-                        "long_factor": long, "attention_factor": 0.9},
-           LongRoPE(factor=factor, original_length=ORIGINAL, short_factor=short, long_factor=long, attention_factor=0.9))
+    yield (
+        "longrope",
+        {"factor": factor, "original_max_position_embeddings": ORIGINAL, "short_factor": short, "long_factor": long},
+        LongRoPE(factor=factor, original_length=ORIGINAL, short_factor=short, long_factor=long),
+    )
+    yield (
+        "longrope",
+        {
+            "factor": factor,
+            "original_max_position_embeddings": ORIGINAL,
+            "short_factor": short,
+            "long_factor": long,
+            "attention_factor": 0.9,
+        },
+        LongRoPE(factor=factor, original_length=ORIGINAL, short_factor=short, long_factor=long, attention_factor=0.9),
+    )
 
 
 GRID = [(head_dim, fraction, factor) for head_dim in (16, 64) for fraction in (1.0, 0.5) for factor in (1.0, 2.5, 8.0)]
@@ -65,8 +119,9 @@ def test_inv_freq_and_attention_factor_match_transformers(head_dim, fraction, fa
     r = int(head_dim * fraction)
     seen = set()
     for rope_type, params, scale in cases(r, factor):
-        inv_ref, att_ref = ROPE_INIT_FUNCTIONS[rope_type](hf_config(head_dim, {"rope_type": rope_type, **params}, fraction),
-                                                          None, seq_len=seq_len)
+        inv_ref, att_ref = ROPE_INIT_FUNCTIONS[rope_type](
+            hf_config(head_dim, {"rope_type": rope_type, **params}, fraction), None, seq_len=seq_len
+        )
         inv, att = scale.frequencies(r, 10000.0, seq_len)
         torch.testing.assert_close(inv, inv_ref, rtol=1e-6, atol=0, msg=f"{rope_type} {params}")
         assert att == pytest.approx(att_ref, rel=1e-12), (rope_type, params)
@@ -119,8 +174,13 @@ def test_default_factor_is_eval_over_train_length_and_identity_within_it():
     base = rope_scaling.rope_inv_freq(32, 10000.0)
     pi = PI(original_length=100)
     torch.testing.assert_close(pi.frequencies(32, 10000.0, 400)[0], base / 4)
-    for scale in (pi, NTK(original_length=100), YaRN(original_length=100), Llama3(original_length=100),
-                  DynamicNTK(original_length=100)):
+    for scale in (
+        pi,
+        NTK(original_length=100),
+        YaRN(original_length=100),
+        Llama3(original_length=100),
+        DynamicNTK(original_length=100),
+    ):
         inv, att = scale.frequencies(32, 10000.0, 100)
         torch.testing.assert_close(inv, base)
         assert att == 1.0
@@ -136,10 +196,13 @@ def test_set_frequencies_drops_cached_tables():
     assert not torch.allclose(before, after)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"factor": 0.0}, "scale.factor must be > 0"),
-    ({"factor": -2.0}, "scale.factor must be > 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"factor": 0.0}, "scale.factor must be > 0"),
+        ({"factor": -2.0}, "scale.factor must be > 0"),
+    ],
+)
 def test_factor_must_be_positive(kwargs, match):
     for cls in (PI, NTK, YaRN, Llama3, DynamicNTK):
         with pytest.raises(ConfigError, match=match):
@@ -168,8 +231,12 @@ def test_longrope_without_factor_has_one_attention_factor_at_every_length_as_tra
     evaluated length (1.0 at or below L₀); Hugging Face takes s = max_position_embeddings /
     original_max_position_embeddings once, so it is √(1 + ln s / ln L₀) at every length."""
     short, long = lambdas(8, 0), lambdas(8, 1)
-    params = {"rope_type": "longrope", "original_max_position_embeddings": ORIGINAL, "short_factor": short,
-              "long_factor": long}
+    params = {
+        "rope_type": "longrope",
+        "original_max_position_embeddings": ORIGINAL,
+        "short_factor": short,
+        "long_factor": long,
+    }
     inv_ref, att_ref = ROPE_INIT_FUNCTIONS["longrope"](hf_config(16, params, max_pos=max_pos), None, seq_len=seq_len)
     scale = LongRoPE(original_length=ORIGINAL, short_factor=short, long_factor=long, max_position=max_pos)
     inv, att = scale.frequencies(16, 10000.0, seq_len)

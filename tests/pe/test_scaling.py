@@ -6,7 +6,7 @@ from posenc.models.lm import CausalLM
 from posenc.pe.learned import LearnedPE
 from posenc.pe.nope import NoPE
 from posenc.pe.rope import RoPE
-from posenc.pe.scaling import PI, YaRN, NoScale, TableClamp, TableInterpolate, clamp_table, interpolate_table
+from posenc.pe.scaling import PI, NoScale, TableClamp, TableInterpolate, YaRN, clamp_table, interpolate_table
 from posenc.pe.sinusoidal import SinusoidalPE
 
 

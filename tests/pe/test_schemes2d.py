@@ -48,8 +48,9 @@ def test_learned2d_concatenates_half_width_column_and_row_tables_by_default():
     pe = LearnedPE2D(dim=6, grid=3)
     assert pe.combine == "concat" and pe.rows.shape == pe.cols.shape == (3, 3)
     pos = torch.tensor([[2, 1], [0, 2]])  # (row, col)
-    torch.testing.assert_close(pe.embedding(pos), torch.stack((torch.cat((pe.cols[1], pe.rows[2])),
-                                                               torch.cat((pe.cols[2], pe.rows[0])))))
+    torch.testing.assert_close(
+        pe.embedding(pos), torch.stack((torch.cat((pe.cols[1], pe.rows[2])), torch.cat((pe.cols[2], pe.rows[0]))))
+    )
     e = pe.embedding(patch_positions(3)).reshape(3, 3, 6)  # (row, col, d)
     assert torch.equal(e[0, :, :3], e[2, :, :3]) and torch.equal(e[:, 0, 3:], e[:, 2, 3:])
 
@@ -65,12 +66,18 @@ def test_learned2d_sums_full_width_tables_on_request_and_resamples():
     rows = pe.rows.detach().clone()
     pe.resample_((5, 2), mode="bilinear")
     assert pe.grid == (5, 2)
-    torch.testing.assert_close(pe.rows.detach(), resample_grid(rows, (5, 1), old_grid=(3, 1), num_prefix_tokens=0,
-                                                               mode="bilinear"))
+    torch.testing.assert_close(
+        pe.rows.detach(), resample_grid(rows, (5, 1), old_grid=(3, 1), num_prefix_tokens=0, mode="bilinear")
+    )
 
 
-@pytest.mark.parametrize("kwargs,match", [({"combine": "mean"}, "pe.combine 'mean' .*valid: concat, sum"),
-                                          ({"dim": 5}, "pe.combine=concat needs an even width .* got 5")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"combine": "mean"}, "pe.combine 'mean' .*valid: concat, sum"),
+        ({"dim": 5}, "pe.combine=concat needs an even width .* got 5"),
+    ],
+)
 def test_learned2d_bad_settings(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         LearnedPE2D(**{"dim": 4, "grid": 3, **kwargs})
@@ -112,13 +119,15 @@ def test_rel2d_resample_to_a_new_grid():
     pe.resample_((6, 5), mode="bicubic")
     assert pe.table.shape == (3, 11, 9) and pe.grid == (6, 5)
     # antialiased by default, as timm's resample_relative_position_bias_table
-    ref = torch.nn.functional.interpolate(old[None], size=(11, 9), mode="bicubic", align_corners=False, antialias=True)[0]
+    ref = torch.nn.functional.interpolate(old[None], size=(11, 9), mode="bicubic", align_corners=False, antialias=True)[
+        0
+    ]
     torch.testing.assert_close(pe.table.detach(), ref, rtol=0, atol=1e-6)
 
 
 def test_alibi2d_slopes_and_distance_bias():
-    torch.testing.assert_close(alibi_slopes(4), torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]))
-    torch.testing.assert_close(alibi_slopes(6), torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]))
+    torch.testing.assert_close(alibi_slopes(4), torch.tensor([2**-2, 2**-4, 2**-6, 2**-8]))
+    torch.testing.assert_close(alibi_slopes(6), torch.tensor([2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3]))
     pe = ALiBi2D(n_heads=4)
     pos = torch.tensor([[0, 0], [3, 4]])
     bias = pe.bias(pos, pos)

@@ -15,11 +15,24 @@ def fit_shift(delta, positions, dim=8):
 
 def test_values_match_the_paper():
     pe = sinusoidal_table(torch.tensor([0, 1, 7]), 4, 10000.0)
-    expected = torch.tensor([
-        [0.0, 1.0, 0.0, 1.0],
-        [torch.sin(torch.tensor(1.0)), torch.cos(torch.tensor(1.0)), torch.sin(torch.tensor(0.01)), torch.cos(torch.tensor(0.01))],
-        [torch.sin(torch.tensor(7.0)), torch.cos(torch.tensor(7.0)), torch.sin(torch.tensor(0.07)), torch.cos(torch.tensor(0.07))],
-    ], dtype=torch.float64)
+    expected = torch.tensor(
+        [
+            [0.0, 1.0, 0.0, 1.0],
+            [
+                torch.sin(torch.tensor(1.0)),
+                torch.cos(torch.tensor(1.0)),
+                torch.sin(torch.tensor(0.01)),
+                torch.cos(torch.tensor(0.01)),
+            ],
+            [
+                torch.sin(torch.tensor(7.0)),
+                torch.cos(torch.tensor(7.0)),
+                torch.sin(torch.tensor(0.07)),
+                torch.cos(torch.tensor(0.07)),
+            ],
+        ],
+        dtype=torch.float64,
+    )
     assert_close(pe, expected, rtol=0, atol=1e-7)
 
 

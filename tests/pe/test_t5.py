@@ -37,8 +37,9 @@ def test_bias_reads_the_table_at_key_minus_query_bucket():
     assert_close(bias, pe.table[buckets].permute(2, 0, 1))
 
 
-@pytest.mark.parametrize("kwargs", [{"num_buckets": 1}, {"num_buckets": 32, "max_distance": 16},
-                                    {"num_buckets": 3, "bidirectional": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"num_buckets": 1}, {"num_buckets": 32, "max_distance": 16}, {"num_buckets": 3, "bidirectional": True}]
+)
 def test_bad_settings(kwargs):
     with pytest.raises(ConfigError, match="pe.num_buckets|pe.max_distance"):
         T5BiasPE(n_heads=2, **kwargs)
@@ -53,8 +54,19 @@ def test_the_configured_model_buckets_as_hf_t5_for_its_attention(causal):
     from posenc.engine.build import build
     from posenc.engine.config import compose
 
-    setup = build(compose(["pe=t5", f"model.causal={str(causal).lower()}", "model.d_model=16", "model.n_heads=2",
-                           "model.n_layers=1", "pe.num_buckets=16", "pe.max_distance=40"]))
+    setup = build(
+        compose(
+            [
+                "pe=t5",
+                f"model.causal={str(causal).lower()}",
+                "model.d_model=16",
+                "model.n_heads=2",
+                "model.n_layers=1",
+                "pe.num_buckets=16",
+                "pe.max_distance=40",
+            ]
+        )
+    )
     pe = setup.model.pe
     assert pe.bidirectional is (not causal)
     pos = torch.arange(60)

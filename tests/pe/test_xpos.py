@@ -56,9 +56,14 @@ def test_causal_scores_decay_with_distance_for_aligned_vectors():
     assert math.isclose(got[63].item(), 1.0, rel_tol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs,match", [({"head_dim": 7}, "even head dimension"),
-                                          ({"head_dim": 8, "scale_base": 0.0}, "pe.scale_base"),
-                                          ({"head_dim": 8, "base": 1.0}, "pe.base")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"head_dim": 7}, "even head dimension"),
+        ({"head_dim": 8, "scale_base": 0.0}, "pe.scale_base"),
+        ({"head_dim": 8, "base": 1.0}, "pe.base"),
+    ],
+)
 def test_bad_settings(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         XPos(**kwargs)

@@ -43,8 +43,14 @@ def test_one_seed_takes_the_wilson_interval_of_its_items_or_the_value_alone():
 
 
 def test_a_table_with_eval_items_reads_them():
-    t = pd.DataFrame({"pe": ["a"] * 3 + ["b"] * 3, "seed": [0, 1, 2] * 2, "resolution.eval_items": 128,
-                      "32px": [1.0, 0.96875, 0.9375, 0.5, 0.53125, 0.46875]})
+    t = pd.DataFrame(
+        {
+            "pe": ["a"] * 3 + ["b"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "resolution.eval_items": 128,
+            "32px": [1.0, 0.96875, 0.9375, 0.5, 0.53125, 0.46875],
+        }
+    )
     assert items(t) == 128 and items(t.drop(columns="resolution.eval_items")) is None
     assert accuracy(t, "32px", pe="a") == Estimate.accuracy([1.0, 0.96875, 0.9375], 128)
     assert per_seed(t, "32px", pe="b") == {0: 0.5, 1: 0.53125, 2: 0.46875}

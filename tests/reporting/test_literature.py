@@ -33,7 +33,8 @@ def test_every_claim_and_finding_is_in_the_data_file_with_its_citation():
 
 def test_prose_fields_are_filled_and_a_wrong_one_is_named():
     assert "Our 3-layer model trained at 64 bytes" in finding("ALiBi").say(
-        "why_not", model="3-layer model", train_length="64", multiple="16×", seeds="3 seeds")
+        "why_not", model="3-layer model", train_length="64", multiple="16×", seeds="3 seeds"
+    )
     with pytest.raises(ConfigError, match=r"ALiBi.why_not names \{model\}; valid here: seeds"):
         finding("ALiBi").say("why_not", seeds="3 seeds")
     with pytest.raises(ConfigError, match="C3 has no subject 'nothere'; it has: tables, methods"):
@@ -44,7 +45,11 @@ def test_prose_fields_are_filled_and_a_wrong_one_is_named():
 
 
 def _strings(path: Path) -> set[str]:
-    return {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return {
+        n.value
+        for n in ast.walk(ast.parse(path.read_text()))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
 
 
 @pytest.mark.parametrize("module", ["claims", "findings", "tables", "estimates", "plots", "reference_report"])

@@ -1,4 +1,5 @@
-"""The report generator (claims, findings, REPORT.md) on a small fixed set of tables: every claim has its section and its
+"""The report generator (claims, findings, REPORT.md) on a small fixed set of tables: every claim has its section and
+its
 numbers, and the verdicts follow the intervals (the same tables with the effect reversed flip them)."""
 
 from __future__ import annotations
@@ -20,11 +21,21 @@ SEEDS = (0, 1, 2)
 NOISE = (-0.01, 0.0, 0.01)  # per seed: a 95% interval of ±0.0248 around each mean
 
 
-def extrapolation_text(rope_rise: float = 1.0, alibi_rise: float = 0.0, seeds=SEEDS, noise=NOISE,
-                       more: dict[str, float] | None = None) -> pd.DataFrame:
+def extrapolation_text(
+    rope_rise: float = 1.0, alibi_rise: float = 0.0, seeds=SEEDS, noise=NOISE, more: dict[str, float] | None = None
+) -> pd.DataFrame:
     rows = []
-    rises = {"nope": 0.5, "learned": math.nan, "sinusoidal": 0.8, "t5": 0.3, "alibi": alibi_rise, "kerple": 0.05,
-             "fire": 0.2, "rope": rope_rise, **(more or {})}
+    rises = {
+        "nope": 0.5,
+        "learned": math.nan,
+        "sinusoidal": 0.8,
+        "t5": 0.3,
+        "alibi": alibi_rise,
+        "kerple": 0.05,
+        "fire": 0.2,
+        "rope": rope_rise,
+        **(more or {}),
+    }
     for pe, r in rises.items():
         scales = {"none": r}
         if pe == "rope":
@@ -35,9 +46,18 @@ def extrapolation_text(rope_rise: float = 1.0, alibi_rise: float = 0.0, seeds=SE
                 values = {"64": base, "128": base + rs / 2, "256": base + rs}
                 if pe == "learned":
                     values |= {"128": math.nan, "256": math.nan}
-                for metric, f in (("bpb", lambda v: v), ("ppl", lambda v: 2 ** v)):
-                    rows.append({"pe": pe, "seed": seed, "scale": scale, "finetune_steps": 0, "metric": metric,
-                                 **{k: f(v) for k, v in values.items()}, "status": "completed"})
+                for metric, f in (("bpb", lambda v: v), ("ppl", lambda v: 2**v)):
+                    rows.append(
+                        {
+                            "pe": pe,
+                            "seed": seed,
+                            "scale": scale,
+                            "finetune_steps": 0,
+                            "metric": metric,
+                            **{k: f(v) for k, v in values.items()},
+                            "status": "completed",
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -50,31 +70,62 @@ def extrapolation_target(agree: bool = True) -> pd.DataFrame:
         for ft in (0, 25):
             for seed, eps in zip(SEEDS, NOISE):
                 w, b = within[scale] + (0.0 if ft else 0.2) + eps, beyond[scale] + eps
-                rows.append({"pe": "rope", "seed": seed, "extrapolation.factor": 4.0, "scale": scale,
-                             "finetune_steps": ft, "metric": "bpb", "64": 3.0 + eps, "128": w, "256": w,
-                             "512": b, "1024": b, "status": "completed"})
+                rows.append(
+                    {
+                        "pe": "rope",
+                        "seed": seed,
+                        "extrapolation.factor": 4.0,
+                        "scale": scale,
+                        "finetune_steps": ft,
+                        "metric": "bpb",
+                        "64": 3.0 + eps,
+                        "128": w,
+                        "256": w,
+                        "512": b,
+                        "1024": b,
+                        "status": "completed",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-def extrapolation_passkey(best: str = "nope", noise=NOISE, far: tuple[float, float] = (0.6, 0.2),
-                          near: float = 0.9) -> pd.DataFrame:
+def extrapolation_passkey(
+    best: str = "nope", noise=NOISE, far: tuple[float, float] = (0.6, 0.2), near: float = 0.9
+) -> pd.DataFrame:
     """Accuracy at 32 tokens ``near``, at 512 ``far`` (the best scheme's, the others'), plus the seed's noise."""
     rows = []
     for pe in ("nope", "learned", "alibi", "rope"):
-        for scale in (["none", "pi", "ntk", "yarn"] if pe == "rope" else ["none"]):
+        for scale in ["none", "pi", "ntk", "yarn"] if pe == "rope" else ["none"]:
             for seed, eps in zip(SEEDS, noise):
-                rows.append({"pe": pe, "seed": seed, "scale": scale, "finetune_steps": 0, "metric": "accuracy",
-                             "32": near + eps, "512": far[pe != best] + eps, "status": "completed"})
+                rows.append(
+                    {
+                        "pe": pe,
+                        "seed": seed,
+                        "scale": scale,
+                        "finetune_steps": 0,
+                        "metric": "accuracy",
+                        "32": near + eps,
+                        "512": far[pe != best] + eps,
+                        "status": "completed",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-def resolution(nope_acc: float = 0.25, rel_acc: float = 0.95, seeds_at32: dict[str, tuple] | None = None,
-               items: int | None = None) -> pd.DataFrame:
+def resolution(
+    nope_acc: float = 0.25, rel_acc: float = 0.95, seeds_at32: dict[str, tuple] | None = None, items: int | None = None
+) -> pd.DataFrame:
     """``seeds_at32``: a scheme's accuracy at 32 px in each seed, in place of its mean plus the noise;
     ``items``: the evaluation items behind each accuracy (the column ``resolution.eval_items``)."""
     rows = []
-    plan = {"nope": ["none"], "learned": ["bilinear", "bicubic"], "learned2d": ["bilinear", "bicubic"],
-            "rel2d": ["clip"], "sincos2d": ["bicubic"], "rope2d_mixed": ["interpolate", "extrapolate"]}
+    plan = {
+        "nope": ["none"],
+        "learned": ["bilinear", "bicubic"],
+        "learned2d": ["bilinear", "bicubic"],
+        "rel2d": ["clip"],
+        "sincos2d": ["bicubic"],
+        "rope2d_mixed": ["interpolate", "extrapolate"],
+    }
     for pe, methods in plan.items():
         for method in methods:
             for ft in (0, 10):
@@ -84,50 +135,112 @@ def resolution(nope_acc: float = 0.25, rel_acc: float = 0.95, seeds_at32: dict[s
                     drop = 0.3 if pe.startswith("learned") and not ft else 0.05
                     if pe == "rope2d_mixed" and method == "extrapolate":
                         drop = 0.0
-                    rows.append({"pe": pe, "seed": seed, "method": method, "finetune_steps": ft,
-                                 **({"resolution.eval_items": items} if items else {}),
-                                 "16px": at32 - drop, "32px": at32, "64px": at32 - drop, "status": "completed"})
+                    rows.append(
+                        {
+                            "pe": pe,
+                            "seed": seed,
+                            "method": method,
+                            "finetune_steps": ft,
+                            **({"resolution.eval_items": items} if items else {}),
+                            "16px": at32 - drop,
+                            "32px": at32,
+                            "64px": at32 - drop,
+                            "status": "completed",
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
 def similarity() -> pd.DataFrame:
-    return pd.DataFrame([{"pe": pe, "seed": s, "rank_corr_init": 0.0 + e, "rank_corr_trained": 0.5 + e}
-                         for pe in ("learned", "learned2d") for s, e in zip(SEEDS, NOISE)])
+    return pd.DataFrame(
+        [
+            {"pe": pe, "seed": s, "rank_corr_init": 0.0 + e, "rank_corr_trained": 0.5 + e}
+            for pe in ("learned", "learned2d")
+            for s, e in zip(SEEDS, NOISE)
+        ]
+    )
 
 
 def order() -> pd.DataFrame:
     rows = []
-    cells = [("lm_tiny", "bidirectional", "nope", 1e-7, 0.5), ("lm_tiny", "causal", "nope", 0.4, 1.0),
-             ("lm_tiny", "bidirectional", "rope", 5e-3, 1.0), ("vit_tiny", "bidirectional", "nope", 1e-7, 0.25)]
+    cells = [
+        ("lm_tiny", "bidirectional", "nope", 1e-7, 0.5),
+        ("lm_tiny", "causal", "nope", 0.4, 1.0),
+        ("lm_tiny", "bidirectional", "rope", 5e-3, 1.0),
+        ("vit_tiny", "bidirectional", "nope", 1e-7, 0.25),
+    ]
     for model, attention, pe, residual, acc in cells:
         for phase in ("init", "trained"):
             for seed, eps in zip(SEEDS, NOISE):
-                rows.append({"model": model, "attention": attention, "pe": pe, "task": "order", "phase": phase,
-                             "equivariance_residual": residual, "invariant": residual <= 1e-5,
-                             "accuracy": (acc + eps) if phase == "trained" else 0.0, "chance": 0.5,
-                             "chance_95": 0.54, "above_chance": acc > 0.54, "seed": seed, "status": "completed"})
+                rows.append(
+                    {
+                        "model": model,
+                        "attention": attention,
+                        "pe": pe,
+                        "task": "order",
+                        "phase": phase,
+                        "equivariance_residual": residual,
+                        "invariant": residual <= 1e-5,
+                        "accuracy": (acc + eps) if phase == "trained" else 0.0,
+                        "chance": 0.5,
+                        "chance_95": 0.54,
+                        "above_chance": acc > 0.54,
+                        "seed": seed,
+                        "status": "completed",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def check() -> pd.DataFrame:
-    rows = [("C4", "PE(pos+Δ) = M_Δ·PE(pos)", "sinusoidal", 1e-9, "≤", 1e-6), ("C8", "bias depends on i − j", "t5", 0.0, "≤", 1e-6),
-            ("C9", "⟨R_m q, R_n k⟩ depends only on n − m", "rope", 1e-7, "≤", 1e-5),
-            ("C10", "long-term decay", "rope", 0.3, "≤", 0.5)]
-    return pd.DataFrame([{"claim": c, "check": k, "pe": pe, "measured": m, "criterion": cr, "tolerance": tol,
-                          "passed": True, "note": "", "seed": s, "status": "completed"}
-                         for c, k, pe, m, cr, tol in rows for s in SEEDS])
+    rows = [
+        ("C4", "PE(pos+Δ) = M_Δ·PE(pos)", "sinusoidal", 1e-9, "≤", 1e-6),
+        ("C8", "bias depends on i − j", "t5", 0.0, "≤", 1e-6),
+        ("C9", "⟨R_m q, R_n k⟩ depends only on n − m", "rope", 1e-7, "≤", 1e-5),
+        ("C10", "long-term decay", "rope", 0.3, "≤", 0.5),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "claim": c,
+                "check": k,
+                "pe": pe,
+                "measured": m,
+                "criterion": cr,
+                "tolerance": tol,
+                "passed": True,
+                "note": "",
+                "seed": s,
+                "status": "completed",
+            }
+            for c, k, pe, m, cr, tol in rows
+            for s in SEEDS
+        ]
+    )
 
 
 def tables(**changes) -> dict[str, pd.DataFrame]:
-    out = {"extrapolation_text": extrapolation_text(), "extrapolation_target": extrapolation_target(),
-           "extrapolation_passkey": extrapolation_passkey(),
-           "resolution": resolution(), "resolution_similarity": similarity(), "order": order(), "check": check()}
+    out = {
+        "extrapolation_text": extrapolation_text(),
+        "extrapolation_target": extrapolation_target(),
+        "extrapolation_passkey": extrapolation_passkey(),
+        "resolution": resolution(),
+        "resolution_similarity": similarity(),
+        "order": order(),
+        "check": check(),
+    }
     return out | changes
 
 
-META = {"suite": "quick", "description": "test", "seeds": [0, 1, 2], "launcher": "basic", "seconds": 600.0,
-        "machine": {"cpus": 2, "machine": "x86_64", "torch": "2.x", "python": "3.11"},
-        "sweeps": {"order": {"jobs": 3, "seconds": 60.0, "description": "order"}}}
+META = {
+    "suite": "quick",
+    "description": "test",
+    "seeds": [0, 1, 2],
+    "launcher": "basic",
+    "seconds": 600.0,
+    "machine": {"cpus": 2, "machine": "x86_64", "torch": "2.x", "python": "3.11"},
+    "sweeps": {"order": {"jobs": 3, "seconds": 60.0, "description": "order"}},
+}
 
 
 def section(text: str, key: str) -> str:
@@ -173,16 +286,19 @@ def test_numbers_in_the_sections_are_the_tables_means():
     assert "4 of 4 measurements pass" in section(text, "C10") or "3 of 3" in section(text, "C10")
 
 
-@pytest.mark.parametrize(("changes", "key", "agrees"), [
-    ({}, "ALiBi", True),
-    ({"extrapolation_text": extrapolation_text(rope_rise=0.0, alibi_rise=1.0)}, "ALiBi", False),
-    ({}, "ViT", True),
-    ({"resolution": resolution(nope_acc=0.95)}, "ViT", False),
-    ({}, "NoPE", True),
-    ({"extrapolation_passkey": extrapolation_passkey(best="rope")}, "NoPE", False),
-    ({}, "RoPE-ViT", True),
-    ({}, "PI", False),  # PI (1.6) is worse than no scaling (1.0) at 16x in the fixed table
-])
+@pytest.mark.parametrize(
+    ("changes", "key", "agrees"),
+    [
+        ({}, "ALiBi", True),
+        ({"extrapolation_text": extrapolation_text(rope_rise=0.0, alibi_rise=1.0)}, "ALiBi", False),
+        ({}, "ViT", True),
+        ({"resolution": resolution(nope_acc=0.95)}, "ViT", False),
+        ({}, "NoPE", True),
+        ({"extrapolation_passkey": extrapolation_passkey(best="rope")}, "NoPE", False),
+        ({}, "RoPE-ViT", True),
+        ({}, "PI", False),  # PI (1.6) is worse than no scaling (1.0) at 16x in the fixed table
+    ],
+)
 def test_verdicts_follow_the_numbers(changes, key, agrees):
     body = section(render(tables(**changes), META), key)
     assert f"**Agrees:** {'yes' if agrees else 'no'}" in body
@@ -197,8 +313,10 @@ def test_a_relative_scheme_at_chance_makes_the_vit_ablation_agree_only_partly():
 def test_yarn_ordering_within_and_beyond_the_target():
     body = section(render(tables(), META), "YaRN")
     assert "**Agrees:** within the target yes, beyond it yes." in body
-    assert "Within the target after 25 fine-tune steps: pi < yarn < ntk" in body or \
-        "Within the target after 25 fine-tune steps: yarn < pi < ntk" in body
+    assert (
+        "Within the target after 25 fine-tune steps: pi < yarn < ntk" in body
+        or "Within the target after 25 fine-tune steps: yarn < pi < ntk" in body
+    )
     assert "beyond it without fine-tune: yarn < ntk < pi" in body
     body = section(render(tables(extrapolation_target=extrapolation_target(agree=False)), META), "YaRN")
     assert "**Agrees:** within the target no, beyond it no." in body
@@ -247,7 +365,9 @@ def test_the_reasons_name_the_suites_own_model_and_seeds():
 def test_a_scheme_new_to_the_tables_joins_every_section_that_loops_over_them():
     """xpos and relative were in no list of the old report; the tables alone bring them in."""
     text = render(tables(extrapolation_text=extrapolation_text(more={"xpos": 0.7, "relative": 0.25})), META)
-    assert "xpos 0.7 [0.7, 0.7] (n=3)" in section(text, "ALiBi") and "relative 0.25 [0.25, 0.25] (n=3)" in section(text, "ALiBi")
+    assert "xpos 0.7 [0.7, 0.7] (n=3)" in section(text, "ALiBi") and "relative 0.25 [0.25, 0.25] (n=3)" in section(
+        text, "ALiBi"
+    )
     assert "relative 0.25 [0.25, 0.25] (n=3)" in section(text, "C8")  # a bias scheme: its class adds a bias
     assert "xpos" not in section(text, "C8")  # a rotation, not a bias
     assert "| xpos " in section(text, "C5")
@@ -282,7 +402,9 @@ def test_accuracy_intervals_stay_inside_0_1_where_the_t_interval_left_it():
         text = render(tables(resolution=resolution(seeds_at32={"learned": spread}, items=items)), META)
         untuned = section(text, "C7").split("After ")[0]
         cells = [m for line in untuned.splitlines() if line.startswith("| learned ") for m in INTERVAL.findall(line)]
-        ours = [m for line in section(text, "ViT").splitlines() if line.startswith("Ours") for m in INTERVAL.findall(line)]
+        ours = [
+            m for line in section(text, "ViT").splitlines() if line.startswith("Ours") for m in INTERVAL.findall(line)
+        ]
         assert len(cells) == 2 * 3 and len(ours) == 6  # learned: 2 methods x 3 resolutions; 6 schemes
         for mean, low, high, n in cells + ours:
             assert 0 <= float(low) <= float(mean) <= float(high) <= 1 and n == " (n=3)"
@@ -316,7 +438,9 @@ def test_the_vit_ablation_reads_the_absolute_and_the_relational_task():
     assert "relative positions suffice" in body and "Not measured" not in body
     body = section(render(tables(resolution=resolution(rel_acc=0.25)), META), "ViT")
     assert "Not measured on the relational task" in body and "`resolution_relational` sweep is missing" in body
-    body = section(render(tables(resolution_relational=resolution(rel_acc=0.5)) | {"resolution": pd.DataFrame()}, META), "ViT")
+    body = section(
+        render(tables(resolution_relational=resolution(rel_acc=0.5)) | {"resolution": pd.DataFrame()}, META), "ViT"
+    )
     assert "Not measured on the absolute task" in body and "**Agrees:** partly on the relational task" in body
     assert "under-trained" in body
 
@@ -349,8 +473,12 @@ def test_controls_are_listed_apart_with_their_reason_and_a_control_that_learned_
     r["reached_target"] = r["pe"] != "nope"
     o = order()
     o["reached_target"] = ~((o["pe"] == "nope") & (o["attention"] == "bidirectional"))
-    meta = META | {"sweeps": {"resolution": {"controls": {"nope": "no positions: a bag of patches"}},
-                              "order": {"controls": {"bidirectional nope": "permutation-equivariant"}}}}
+    meta = META | {
+        "sweeps": {
+            "resolution": {"controls": {"nope": "no positions: a bag of patches"}},
+            "order": {"controls": {"bidirectional nope": "permutation-equivariant"}},
+        }
+    }
     text = render(tables(resolution=r, order=o), meta)
     under = text.split("## Models under their training target")[1].split("## The seed")[0]
     assert "Every model reached its training target (the controls apart)." in under
@@ -386,15 +514,24 @@ def test_the_model_words_name_a_scheme_trained_by_its_own_recipe():
     from posenc.reporting.tables import about
 
     lm = {"name": "lm_tiny", "d_model": 64, "n_layers": 2, "steps": 4000}
-    meta = {"seeds": [0, 1], "sweeps": {
-        "extrapolation_text": {"model": lm, "overrides": ["pe=rope,alibi"]},
-        "extrapolation_text_nope": {"model": lm | {"n_layers": 4}, "table": "extrapolation_text",
-                                    "overrides": ["pe=nope", "model.n_layers=4"]}}}
+    meta = {
+        "seeds": [0, 1],
+        "sweeps": {
+            "extrapolation_text": {"model": lm, "overrides": ["pe=rope,alibi"]},
+            "extrapolation_text_nope": {
+                "model": lm | {"n_layers": 4},
+                "table": "extrapolation_text",
+                "overrides": ["pe=nope", "model.n_layers=4"],
+            },
+        },
+    }
     trained = pd.DataFrame({"seed": [0, 1], "reached_target": [True, True]})
     assert about(meta, "extrapolation_text", trained)["model"] == (
-        "2-layer, 64-wide model (lm_tiny, at most 4000 training steps; nope 4-layer, 64-wide)")
+        "2-layer, 64-wide model (lm_tiny, at most 4000 training steps; nope 4-layer, 64-wide)"
+    )
     assert about(meta, "extrapolation_text", pd.DataFrame({"seed": [0]}))["model"] == (
-        "2-layer, 64-wide model (lm_tiny, 4000 training steps; nope 4-layer, 64-wide)")
+        "2-layer, 64-wide model (lm_tiny, 4000 training steps; nope 4-layer, 64-wide)"
+    )
 
 
 def test_the_model_words_name_a_learning_rate_recipe():
@@ -404,27 +541,39 @@ def test_the_model_words_name_a_learning_rate_recipe():
     from posenc.reporting.tables import about
 
     lm = {"name": "lm_tiny", "d_model": 64, "n_layers": 2, "steps": 4000, "pe_lr_scale": 1.0}
-    meta = {"seeds": [0], "sweeps": {
-        "passkey": {"model": lm, "overrides": ["pe=learned,sinusoidal"]},
-        "passkey_relative": {"model": lm | {"pe_lr_scale": 10.0}, "table": "passkey",
-                             "overrides": ["pe=fire,t5", "train.pe_lr_scale=10"]},
-        "passkey_nope": {"model": lm | {"n_layers": 4}, "table": "passkey", "overrides": ["pe=nope"]}}}
-    assert about(meta, "passkey")["model"] == ("2-layer, 64-wide model (lm_tiny, 4000 training steps; "
-                                                "fire, t5 with position parameters at 10× the lr; nope 4-layer, 64-wide)")
+    meta = {
+        "seeds": [0],
+        "sweeps": {
+            "passkey": {"model": lm, "overrides": ["pe=learned,sinusoidal"]},
+            "passkey_relative": {
+                "model": lm | {"pe_lr_scale": 10.0},
+                "table": "passkey",
+                "overrides": ["pe=fire,t5", "train.pe_lr_scale=10"],
+            },
+            "passkey_nope": {"model": lm | {"n_layers": 4}, "table": "passkey", "overrides": ["pe=nope"]},
+        },
+    }
+    assert about(meta, "passkey")["model"] == (
+        "2-layer, 64-wide model (lm_tiny, 4000 training steps; "
+        "fire, t5 with position parameters at 10× the lr; nope 4-layer, 64-wide)"
+    )
     scaled = {"seeds": [0], "sweeps": {"vit": {"model": lm | {"name": "vit_tiny", "pe_lr_scale": 10.0}}}}
     assert about(scaled, "vit")["model"] == (
-        "2-layer, 64-wide model (vit_tiny, 4000 training steps, position parameters at 10× the lr)")
+        "2-layer, 64-wide model (vit_tiny, 4000 training steps, position parameters at 10× the lr)"
+    )
 
 
 def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
     """Every run under its target leaves nothing to read; the section says why (before: 'missing')."""
     from posenc.reporting.tables import missing
 
-    t = pd.DataFrame({"pe": ["rope", "rope"], "seed": [0, 1], "status": ["completed"] * 2,
-                      "reached_target": [False, False]})
+    t = pd.DataFrame(
+        {"pe": ["rope", "rope"], "seed": [0, 1], "status": ["completed"] * 2, "reached_target": [False, False]}
+    )
     assert missing({"extrapolation_text": t}, "extrapolation_text") == [
         "Not measured: no model of the suite's `extrapolation_text` sweep reached its training target "
-        "(see \"Models under their training target\")."]
+        '(see "Models under their training target").'
+    ]
     assert "is missing from this run" in missing({}, "extrapolation_text")[0]
 
 

@@ -1,7 +1,6 @@
+import pytest
 import torch
 from torch import nn
-
-import pytest
 
 from posenc.core.errors import ConfigError
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from posenc.engine.config import compose, instantiate
 from posenc.core.errors import ConfigError
+from posenc.engine.config import compose, instantiate
 from posenc.engine.evaluation import IGNORE_INDEX
 from posenc.tasks.assoc_recall import AssocRecallTask
 from posenc.tasks.copy import CopyTask

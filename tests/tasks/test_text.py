@@ -36,11 +36,14 @@ def test_user_file(tmp_path):
         task.check_length(300)
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda p: str(p / "missing.txt"), "does not exist"),
-    (lambda p: str(p), "is a directory"),
-    (lambda p: (p / "empty.txt").write_text("") and None or str(p / "empty.txt"), "is empty"),
-])
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda p: str(p / "missing.txt"), "does not exist"),
+        (lambda p: str(p), "is a directory"),
+        (lambda p: (p / "empty.txt").write_text("") and None or str(p / "empty.txt"), "is empty"),
+    ],
+)
 def test_bad_paths(tmp_path, make, message):
     with pytest.raises(ConfigError, match=message):
         TextTask(path=make(tmp_path))
