@@ -23,15 +23,13 @@ def run_name(choices: dict[str, Any]) -> str:
 
 
 def input_size(setup: Setup) -> int:
-    """The ``size`` of a training batch: the image side of an image task, else train.seq_len."""
-    return setup.task.resolution if setup.task.kind == "image" else setup.train.seq_len
+    """The ``size`` of a training batch (``task.input_size``)."""
+    return setup.task.input_size(setup.train.seq_len)
 
 
 def eval_data(setup: Setup, max_items: int | None) -> tuple:
-    """Validation images (one label each), or validation windows at ``train.seq_len``."""
-    if setup.task.kind == "image":
-        return setup.task.eval_set(max_items=max_items)
-    return setup.task.eval_windows(setup.train.seq_len, max_items)
+    """The validation set at the training batch's size (``task.eval_set``)."""
+    return setup.task.eval_set(input_size(setup), max_items)
 
 
 def fit(

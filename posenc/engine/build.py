@@ -14,11 +14,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from posenc.core.errors import ConfigError
-from posenc.engine.config import instantiate, target_class, to_container
+from posenc.engine.config import instantiate, list_options, option_node, target_class, to_container
 from posenc.engine.evaluation import EvalConfig
 from posenc.engine.training import Target, TrainConfig, target_for
 from posenc.pe.grid import check_scheme_fits
-from posenc.tasks.base import Task
+from posenc.tasks.base import InputKind, Task
 
 
 @dataclass
@@ -39,9 +39,40 @@ class Setup:
 def takes_patches(cfg: DictConfig) -> bool:
     """Whether the configured model reads image patches (the ViT) rather than tokens."""
     try:
-        return bool(getattr(target_class(cfg.model, "model"), "takes_patches", False))
+        return model_reads(target_class(cfg.model, "model")) == "patches"
     except ConfigError:
         return False  # instantiate reports the bad _target_
+
+
+def model_reads(model_class: Any) -> InputKind:
+    """What a model class reads, from its declared ``takes_patches`` (absent: tokens)."""
+    return "patches" if getattr(model_class, "takes_patches", False) else "tokens"
+
+
+def option_classes(group: str) -> dict[str, Any]:
+    """The class of every option of a group that names one (an option in the global package,
+    such as ``vit_tiny``, holds its node under the group's key)."""
+    classes = {}
+    for name in list_options(group):
+        node = option_node(group, name)
+        try:
+            classes[name] = target_class(node.get(group, node), f"{group}/{name}")
+        except ConfigError:
+            continue  # an option whose class does not import is reported when it is chosen
+    return classes
+
+
+def check_task_fits(task: Task, reads: InputKind, choices: dict[str, Any]) -> None:
+    """The task gives what the model ``reads`` (``task.input_kind`` against ``model_reads``),
+    else name the models that read the task and the tasks that give what the model reads."""
+    if task.input_kind == reads:
+        return
+    models = [name for name, cls in option_classes("model").items() if model_reads(cls) == task.input_kind]
+    tasks = [name for name, cls in option_classes("task").items() if getattr(cls, "input_kind", None) == reads]
+    raise ConfigError(
+        f"task '{choices['task']}' does not fit model '{choices['model']}'; use --model {', '.join(models)} "
+        f"(it reads {task.input_kind}), or a task that gives {reads} ({', '.join(tasks)})"
+    )
 
 
 def build(cfg: DictConfig) -> Setup:
@@ -57,25 +88,22 @@ def build(cfg: DictConfig) -> Setup:
     eval_cfg = instantiate(cfg.eval, "eval")
     task = instantiate(cfg.task, "task")
     choices = config["choices"]
-    images = task.kind == "image"  # image tasks give the model its input shape
-    if images != patches:
-        fix = "--model vit_tiny" if images else "an image task (shapes, cifar10, mnist, image_folder)"
-        raise ConfigError(f"task '{choices['task']}' does not fit model '{choices['model']}'; use {fix}")
-    if not images:
-        task.check_length(train_cfg.seq_len, "train")
-        task.check_length(train_cfg.seq_len, "val")
+    check_task_fits(task, "patches" if patches else "tokens", choices)
+    size = task.input_size(train_cfg.seq_len)
+    task.check_length(size, "train")
+    task.check_length(size, "val")
     torch.manual_seed(seed)
     pe = instantiate(cfg.pe, "pe")
-    if not images and pe.max_positions is not None and train_cfg.seq_len > pe.max_positions:
+    # a 1D table on token positions; the ViT checks its table against its patch grid itself
+    if not patches and pe.max_positions is not None and size > pe.max_positions:
         raise ConfigError(
-            f"pe '{config['choices']['pe']}' has a table of {pe.max_positions} positions, shorter than "
-            f"train.seq_len={train_cfg.seq_len}; raise pe.max_len or lower train.seq_len"
+            f"pe '{choices['pe']}' has a table of {pe.max_positions} positions, shorter than "
+            f"train.seq_len={size}; raise pe.max_len or lower train.seq_len"
         )
     if pe.randomized and pe.randomized_max < train_cfg.seq_len:
         raise ConfigError(
             f"pe.randomized_max={pe.randomized_max} is shorter than train.seq_len={train_cfg.seq_len}; "
             "randomized positions are drawn from a range at least as long as the sequence"
         )
-    inputs = task.model_kwargs() if images else {"vocab_size": task.vocab_size}
-    model = instantiate(cfg.model, "model", pe=pe, **inputs)
+    model = instantiate(cfg.model, "model", pe=pe, **task.model_inputs())
     return Setup(config=config, task=task, model=model, train=train_cfg, eval=eval_cfg, seed=seed)

@@ -1,17 +1,24 @@
-"""What every task shares with the engine that scores it: the two task interfaces.
+"""What every task shares with the engine that scores it: one task interface, two protocols.
 
 A task is a sequence task (the causal LM's: text, copy, passkey, order) or an image task (the
-ViT's: shapes, CIFAR-10, MNIST, a folder). Each interface is a ``typing.Protocol``: the engine
-and the experiments use only what it declares, never probe a task for other attributes. A task
-class may subclass its protocol to inherit the defaults (no answer mask, no order labels, no
-chance level, no baseline); one that defines every member itself fits without subclassing.
+ViT's: shapes, CIFAR-10, MNIST, a folder). Both protocols (``typing.Protocol``) declare the same
+members, so the engine and the experiments call a task without asking which it is:
 
-``train_batch(batch_size, size, generator)`` is the one batch signature: ``size`` is the
-sequence length of a sequence task and the image side in pixels of an image task.
+* ``input_kind``: what the model reads of it, ``"tokens"`` or ``"patches"``; a model class
+  states the same fact (``takes_patches``) and ``posenc.engine.build`` compares the two;
+* ``input_size(seq_len)``: the ``size`` of a training batch (the sequence length, or the image
+  side in pixels); ``train_batch(batch_size, size, generator)`` is the one batch signature;
+* ``eval_set(size, max_items)``: the fixed validation set at ``size``;
+* ``model_inputs()``: what the model needs to know of the data;
+* ``train_columns(size, scores, elements_per_s)``: the train table's task-specific columns.
+
+A task class may subclass its protocol to inherit the defaults (no answer mask, no order labels,
+no chance level, no baseline); one that defines every member itself fits without subclassing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
 import torch
@@ -20,13 +27,15 @@ IGNORE_INDEX = -100  # a target the loss and the accuracy skip (prompt tokens, p
 
 # What a task is judged by when training stops at its target: answer accuracy, or bits per byte (text)
 Criterion = Literal["accuracy", "bpb"]
+# What a model reads of a task's inputs: token ids (the causal LM) or image patches (the ViT)
+InputKind = Literal["tokens", "patches"]
 
 
 class SequenceTask(Protocol):
     """Token sequences for the causal LM: (b, s) inputs and (b, s) next-token targets, with
     ``IGNORE_INDEX`` where nothing is scored."""
 
-    kind: ClassVar[str] = "tokens"
+    input_kind: ClassVar[InputKind] = "tokens"
     name: str
     vocab_size: int
     # accuracy on answers is the task's score, not bits per byte (generated tasks)
@@ -40,6 +49,10 @@ class SequenceTask(Protocol):
     # byte (train.target_bpb) for text
     criterion: ClassVar[Criterion] = "accuracy"
 
+    def input_size(self, seq_len: int) -> int:
+        """A training batch holds sequences of ``train.seq_len`` tokens."""
+        return seq_len
+
     def check_length(self, seq_len: int, split: str = "train") -> None:
         """Raise ``ConfigError`` when ``split`` cannot give windows of ``seq_len`` tokens."""
         ...
@@ -48,9 +61,13 @@ class SequenceTask(Protocol):
         """(b, s) inputs and (b, s) targets of ``size`` = s tokens, drawn from ``generator``."""
         ...
 
-    def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation set at ``seq_len``: (n, s) inputs and targets."""
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation windows of ``size`` = s tokens (at most ``max_items``): (n, s) inputs and targets."""
         ...
+
+    def model_inputs(self) -> dict[str, int]:
+        """What the model needs to know of the data: its vocabulary."""
+        return {"vocab_size": self.vocab_size}
 
     def window_depths(self, n: int) -> torch.Tensor | None:
         """(n,) depth of the key in each of ``n`` validation windows (passkey), or None."""
@@ -60,6 +77,20 @@ class SequenceTask(Protocol):
         """The unigram baseline of a corpus in bits per byte, or None (a generated task)."""
         return None
 
+    def train_columns(self, size: int, scores: Mapping[str, Any], elements_per_s: float) -> dict[str, Any]:
+        """The train table's columns for this task: the length, the validation scores in nats,
+        bits and perplexity, the unigram baseline of a corpus, and tokens per second."""
+        unigram = self.unigram_bits_per_byte()
+        return {
+            "seq_len": size,
+            "val_loss": scores["loss"],
+            "val_bpb": scores["bits"],
+            "val_ppl": scores["ppl"],
+            "val_accuracy": scores["accuracy"],
+            **({"unigram_bpb": unigram} if unigram is not None else {}),  # a generated task has none
+            "tokens_per_s": elements_per_s,
+        }
+
     def describe(self) -> dict[str, Any]:
         return {"task": self.name}
 
@@ -67,7 +98,7 @@ class SequenceTask(Protocol):
 class ImageTask(Protocol):
     """Labelled images for the ViT: (b, C, res, res) in [0, 1] and (b,) class labels."""
 
-    kind: ClassVar[str] = "image"
+    input_kind: ClassVar[InputKind] = "patches"
     name: str
     num_classes: int
     in_channels: int
@@ -76,19 +107,37 @@ class ImageTask(Protocol):
     chance_accuracy: ClassVar[float | None] = None
     criterion: ClassVar[Criterion] = "accuracy"  # training stops at train.target_accuracy
 
-    def model_kwargs(self) -> dict[str, int]:
-        """What the model needs to know of the data: classes, image size, channels."""
-        return {"num_classes": self.num_classes, "image_size": self.resolution, "in_channels": self.in_channels}
+    def input_size(self, seq_len: int) -> int:
+        """A training batch holds images at the task's resolution, whatever ``train.seq_len`` says."""
+        return self.resolution
+
+    def check_length(self, size: int, split: str = "train") -> None:
+        """Images are resized to any side; the model checks that its patches tile it."""
+        return None
 
     def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(b, C, res, res) images at ``size`` = res pixels and their (b,) labels."""
         ...
 
-    def eval_set(
-        self, resolution: int | None = None, max_items: int | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation images at ``resolution`` (default: the training one) and labels."""
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation images at ``size`` = res pixels (at most ``max_items``):
+        (n, C, res, res) images and (n,) labels."""
         ...
+
+    def model_inputs(self) -> dict[str, int]:
+        """What the model needs to know of the data: classes, image size, channels."""
+        return {"num_classes": self.num_classes, "image_size": self.resolution, "in_channels": self.in_channels}
+
+    def train_columns(self, size: int, scores: Mapping[str, Any], elements_per_s: float) -> dict[str, Any]:
+        """The train table's columns for this task: the resolution, the validation loss and
+        accuracy against chance, and images per second (the loop counts C·H·W elements an image)."""
+        return {
+            "resolution": size,
+            "val_loss": scores["loss"],
+            "val_accuracy": scores["accuracy"],
+            "chance": 1 / self.num_classes,
+            "images_per_s": elements_per_s / (self.in_channels * size * size),
+        }
 
     def describe(self) -> dict[str, Any]:
         return {"task": self.name, "classes": self.num_classes, "chance": 1 / self.num_classes}

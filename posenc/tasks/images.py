@@ -124,11 +124,9 @@ class ShapesTask(ImageTask):
         scenes = self.scenes(batch_size, generator)
         return self.render(scenes, size, generator), scenes["label"]
 
-    def eval_set(
-        self, resolution: int | None = None, max_items: int | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation scenes rendered at ``resolution``: (n, 3, res, res) and (n,) labels."""
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation scenes rendered at ``size`` = res pixels: (n, 3, res, res) and (n,) labels."""
         n = min(self.val_size, max_items or self.val_size)
         scenes = {k: v[:n] for k, v in self._val.items()}
         noise = torch.Generator().manual_seed(10_007 * self.seed + 2)
-        return self.render(scenes, resolution or self.resolution, noise), scenes["label"]
+        return self.render(scenes, size, noise), scenes["label"]

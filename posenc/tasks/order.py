@@ -68,10 +68,10 @@ class OrderTask(SequenceTask):
     def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return self.sample(batch_size, size, generator)
 
-    def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation set (``eval_size`` sequences, or ``max_windows`` if fewer)."""
-        n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
-        return self.sample(n, seq_len, torch.Generator().manual_seed(self.eval_seed))
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed validation set at ``size`` tokens (``eval_size`` sequences, or ``max_items`` if fewer)."""
+        n = self.eval_size if max_items is None else min(self.eval_size, max_items)
+        return self.sample(n, size, torch.Generator().manual_seed(self.eval_seed))
 
     def describe(self) -> dict[str, float | str]:
         return {"task": self.name, "vocab_size": self.vocab_size, "chance_accuracy": self.chance_accuracy}

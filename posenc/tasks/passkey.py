@@ -17,7 +17,7 @@ from posenc.tasks.synthetic import SyntheticTask, lm_pairs
 
 class PasskeyTask(SyntheticTask):
     """Digits 0-9, filler tokens, KEY and QUERY markers. Training depths are uniform in [0, 1];
-    validation cycles through ``depths`` (``eval_windows(…, depth=d)`` for one depth)."""
+    validation cycles through ``depths`` (``eval_set(…, depth=d)`` for one depth)."""
 
     def __init__(
         self,
@@ -60,13 +60,13 @@ class PasskeyTask(SyntheticTask):
         mask[:, -k:] = True
         return tokens, mask
 
-    def eval_windows(
-        self, seq_len: int, max_windows: int | None = None, depth: float | None = None
+    def eval_set(
+        self, size: int, max_items: int | None = None, depth: float | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Fixed validation sequences; window i at ``depths[i % len(depths)]`` unless ``depth`` is given."""
-        n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
+        n = self.eval_size if max_items is None else min(self.eval_size, max_items)
         depths = self.window_depths(n) if depth is None else torch.full((n,), float(depth))
-        return lm_pairs(*self.sample(n, seq_len, self.eval_generator(seq_len), depth=depths))
+        return lm_pairs(*self.sample(n, size, self.eval_generator(size), depth=depths))
 
     def window_depths(self, n: int) -> torch.Tensor:
         """(n,) depth of each of n validation windows: ``depths`` in turn."""

@@ -52,7 +52,7 @@ class SyntheticTask(SequenceTask):
     def eval_generator(self, seq_len: int) -> torch.Generator:
         return torch.Generator().manual_seed(1_000_003 * (self.seed + 1) + seq_len)
 
-    def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``eval_size`` (at most ``max_windows``) fixed validation sequences of this length."""
-        n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
-        return lm_pairs(*self.sample(n, seq_len, self.eval_generator(seq_len)))
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``eval_size`` (at most ``max_items``) fixed validation sequences of ``size`` tokens."""
+        n = self.eval_size if max_items is None else min(self.eval_size, max_items)
+        return lm_pairs(*self.sample(n, size, self.eval_generator(size)))

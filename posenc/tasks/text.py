@@ -93,14 +93,14 @@ class TextTask(SequenceTask):
         chunk = data[idx].long()
         return chunk[:, :-1], chunk[:, 1:]
 
-    def eval_windows(self, seq_len: int, max_windows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Non-overlapping windows over the validation split: (n, s) inputs and targets."""
         data = self.splits["val"]
-        n = (len(data) - 1) // seq_len
-        if max_windows is not None:
-            n = min(n, max_windows)
-        x = data[: n * seq_len].long().view(n, seq_len)
-        y = data[1 : n * seq_len + 1].long().view(n, seq_len)
+        n = (len(data) - 1) // size
+        if max_items is not None:
+            n = min(n, max_items)
+        x = data[: n * size].long().view(n, size)
+        y = data[1 : n * size + 1].long().view(n, size)
         return x, y
 
     def unigram_bits_per_byte(self) -> float:

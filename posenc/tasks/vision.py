@@ -146,8 +146,7 @@ class TorchvisionTask(ImageTask):
         images = [self.train_images[i] for i in idx] if isinstance(self.train_images, list) else self.train_images[idx]
         return resize(images, size), self.train_labels[idx]
 
-    def eval_set(
-        self, resolution: int | None = None, max_items: int | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The validation images resized to ``size`` = res pixels: (n, C, res, res) and (n,) labels."""
         n = len(self.val_labels) if max_items is None else min(max_items, len(self.val_labels))
-        return resize(self.val_images[:n], resolution or self.resolution), self.val_labels[:n]
+        return resize(self.val_images[:n], size), self.val_labels[:n]

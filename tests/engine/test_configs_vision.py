@@ -71,4 +71,4 @@ def test_image_folder_task_builds_from_files(tmp_path):
         )
     )
     assert setup.model.head.out_features == 3 and setup.model.grid == (4, 4)
-    assert setup.task.eval_set()[0].shape[1:] == (3, 16, 16)
+    assert setup.task.eval_set(setup.task.input_size(setup.train.seq_len))[0].shape[1:] == (3, 16, 16)

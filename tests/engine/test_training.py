@@ -325,7 +325,7 @@ REACHABLE = [
 def to_criterion(tmp_path, name, overrides=()):
     setup = build(compose([*REACHABLE, *overrides]))
     run = RunDir.create(tmp_path, name, setup.config)
-    periodic = setup.task.eval_windows(setup.train.seq_len, setup.eval.periodic_windows)
+    periodic = setup.task.eval_set(setup.train.seq_len, setup.eval.periodic_windows)
     validate = lambda m: evaluate(m, *periodic)  # noqa: E731
     return setup, run, validate
 

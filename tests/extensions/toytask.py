@@ -20,6 +20,6 @@ class Echo(SequenceTask):
         x = torch.randint(0, self.vocab_size, (batch_size, size), generator=generator)
         return x, x.clone()
 
-    def eval_windows(self, seq_len: int, max_windows: int | None = None):
-        n = self.eval_size if max_windows is None else min(self.eval_size, max_windows)
-        return self.train_batch(n, seq_len, torch.Generator().manual_seed(0))
+    def eval_set(self, size: int, max_items: int | None = None):
+        n = self.eval_size if max_items is None else min(self.eval_size, max_items)
+        return self.train_batch(n, size, torch.Generator().manual_seed(0))

@@ -18,7 +18,7 @@ def centroid(mask):
 
 def test_quadrant_labels_match_where_the_object_is():
     task = ShapesTask("quadrant", resolution=32, val_size=200, noise=0.0)
-    x, y = task.eval_set()
+    x, y = task.eval_set(32)
     assert x.shape == (200, 3, 32, 32) and 0.0 <= float(x.min()) and float(x.max()) <= 1.0
     c = centroid(x.min(dim=1).values > 0.3)  # object colours are >= 0.5 in every channel, background <= 0.15
     expected = 2 * (c[:, 0] > 0.5).long() + (c[:, 1] > 0.5).long()
@@ -29,7 +29,7 @@ def test_quadrant_labels_match_where_the_object_is():
 @pytest.mark.parametrize("label,axis", [("above", 0), ("left", 1)])
 def test_relation_labels_match_red_and_blue(label, axis):
     task = ShapesTask(label, resolution=32, val_size=100, noise=0.0)
-    x, y = task.eval_set()
+    x, y = task.eval_set(32)
     red = (x[:, 0] > 0.6) & (x[:, 2] < 0.4)
     blue = (x[:, 2] > 0.6) & (x[:, 0] < 0.4)
     first = centroid(red)[:, axis] < centroid(blue)[:, axis]

@@ -28,7 +28,7 @@ def test_sequences_hold_two_actors_a_query_and_one_scored_answer():
 def test_swapping_the_actors_keeps_the_multiset_and_flips_the_label():
     # 人咬狗 / 狗咬人: same tokens, the other order, the other answer
     task = OrderTask()
-    x, y = task.eval_windows(12, 64)
+    x, y = task.eval_set(12, 64)
     pos = actors_of(task, x)
     swapped = x.clone()
     rows = torch.arange(len(x))
@@ -47,9 +47,9 @@ def test_both_orders_are_equally_likely_so_an_order_blind_model_is_at_one_half()
 
 def test_eval_set_is_fixed_and_capped():
     task = OrderTask(eval_size=40)
-    a, b = task.eval_windows(8), task.eval_windows(8)
+    a, b = task.eval_set(8), task.eval_set(8)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and len(a[0]) == 40
-    assert len(task.eval_windows(8, max_windows=7)[0]) == 7
+    assert len(task.eval_set(8, max_items=7)[0]) == 7
 
 
 class FirstActorOracle(nn.Module):
@@ -66,7 +66,7 @@ class FirstActorOracle(nn.Module):
 
 def test_evaluate_scores_only_the_answer():
     task = OrderTask()
-    x, y = task.eval_windows(9)
+    x, y = task.eval_set(9)
     scores = evaluate(FirstActorOracle(task), x, y)
     assert scores["accuracy"] == 1.0  # the other 8 positions (fillers) would be wrong if scored
 

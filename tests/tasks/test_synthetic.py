@@ -16,10 +16,10 @@ TASKS = [CopyTask(), CopyTask(reverse=True), AssocRecallTask(), PasskeyTask()]
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
 def test_generated_from_the_seed_at_any_length(task):
     for length in (task.min_length, 37, 1000):
-        x, y = task.eval_windows(length, 3)
+        x, y = task.eval_set(length, 3)
         assert x.shape == y.shape == (3, length)
         assert int(x.max()) < task.vocab_size and int(y.max()) < task.vocab_size
-        x2, y2 = task.eval_windows(length, 3)
+        x2, y2 = task.eval_set(length, 3)
         assert torch.equal(x, x2) and torch.equal(y, y2)
         b1 = task.train_batch(4, length, torch.Generator().manual_seed(5))
         b2 = task.train_batch(4, length, torch.Generator().manual_seed(5))
@@ -27,7 +27,7 @@ def test_generated_from_the_seed_at_any_length(task):
         assert all(torch.equal(a, b) for a, b in zip(b1, b2))
         assert not torch.equal(b1[0], b3[0])
     other = type(task)(seed=1, **({"reverse": task.reverse} if isinstance(task, CopyTask) else {}))
-    assert not torch.equal(other.eval_windows(64, 3)[0], task.eval_windows(64, 3)[0])
+    assert not torch.equal(other.eval_set(64, 3)[0], task.eval_set(64, 3)[0])
     with pytest.raises(ConfigError, match=f"sequence length {task.min_length - 1} is too short for task {task.name}"):
         task.check_length(task.min_length - 1, "val")
 
@@ -36,7 +36,7 @@ def test_generated_from_the_seed_at_any_length(task):
 @pytest.mark.parametrize("length", [10, 11])
 def test_copy_answers_are_the_second_half(reverse, length):
     task = CopyTask(n_symbols=5, reverse=reverse)
-    x, y = task.eval_windows(length, 4)
+    x, y = task.eval_set(length, 4)
     half = length // 2
     scored = y != IGNORE_INDEX
     assert scored[:, -half:].all() and not scored[:, :-half].any()
@@ -53,7 +53,7 @@ def test_copy_answers_are_the_second_half(reverse, length):
 def test_assoc_recall_scores_exactly_the_values_of_keys_seen_before(length):
     task = AssocRecallTask(n_keys=4, n_values=6)
     tokens, answer = task.sample(8, length, torch.Generator().manual_seed(0))
-    x, y = task.eval_windows(length, 8)
+    x, y = task.eval_set(length, 8)
     assert tokens.shape == (8, length + 1)
     for row in range(8):
         seq, seen = tokens[row].tolist(), {}
@@ -78,7 +78,7 @@ def test_assoc_recall_scores_exactly_the_values_of_keys_seen_before(length):
 def test_passkey_hides_the_key_at_its_depth_and_asks_for_it_at_the_end(depth):
     task = PasskeyTask(key_length=3, n_filler=4)
     length = 50
-    x, y = task.eval_windows(length, 5, depth=depth)
+    x, y = task.eval_set(length, 5, depth=depth)
     n_fill = length + 1 - 2 * 4
     start = round(depth * n_fill)
     assert (x[:, start] == task.key).all()
@@ -94,7 +94,7 @@ def test_passkey_hides_the_key_at_its_depth_and_asks_for_it_at_the_end(depth):
 
 def test_passkey_validation_cycles_through_the_depths():
     task = PasskeyTask(depths=[0.0, 1.0], key_length=2)
-    x, _ = task.eval_windows(30, 4)
+    x, _ = task.eval_set(30, 4)
     assert task.window_depths(4).tolist() == [0.0, 1.0, 0.0, 1.0]
     assert (x[0::2, 0] == task.key).all()  # depth 0: the key opens the sequence
     assert (x[1::2, 30 - 2 - 3] == task.key).all()  # depth 1: right before the question

@@ -21,7 +21,7 @@ def test_batches_are_next_byte_windows_from_a_seeded_generator():
     assert torch.equal(x1, x2) and torch.equal(y1, y2)
     assert x1.shape == y1.shape == (4, 16)
     assert torch.equal(x1[:, 1:], y1[:, :-1])
-    x, y = task.eval_windows(32, max_windows=5)
+    x, y = task.eval_set(32, max_items=5)
     assert x.shape == (5, 32)
     assert torch.equal(x.flatten()[1:], y.flatten()[:-1])  # windows are contiguous and do not overlap
 

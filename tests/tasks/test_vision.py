@@ -24,7 +24,7 @@ def test_image_folder_loads_resizes_and_splits(image_roots):
     task = TorchvisionTask("image_folder", root=str(image_roots["image_folder"]), resolution=8, val_fraction=0.2)
     assert task.num_classes == 2 and task.classes == ["cat", "dog"] and task.in_channels == 3
     assert len(task.train_labels) == 8 and len(task.val_labels) == 2
-    x, y = task.eval_set()
+    x, y = task.eval_set(task.input_size(128))
     assert x.shape == (2, 3, 8, 8)
     # every image is one flat colour: the pixel value tells class and index back
     for img, label in zip(x, y):
@@ -54,14 +54,14 @@ def test_image_folder_missing_or_empty(tmp_path):
 def test_mnist_from_idx_files(image_roots):
     task = TorchvisionTask("mnist", root=str(image_roots["mnist"]), resolution=16)
     assert task.in_channels == 1 and task.num_classes == 10 and len(task.train_labels) == 12
-    x, y = task.eval_set()
+    x, y = task.eval_set(16)
     assert x.shape == (4, 1, 16, 16) and y.tolist() == [0, 1, 2, 3]
 
 
 def test_cifar10_from_pickles(image_roots):
     task = TorchvisionTask("cifar10", root=str(image_roots["cifar10"]), resolution=32, val_size=2)
     assert task.train_images.shape == (15, 3, 32, 32) and task.train_images.dtype == torch.uint8
-    x, y = task.eval_set()
+    x, y = task.eval_set(32)
     assert x.shape == (2, 3, 32, 32) and y.tolist() == [1, 2]
 
 
