@@ -1,4 +1,9 @@
-"""``posenc extrapolate --model FOLDER|FILE.gguf|HUB_ID``: the real-model options and progress."""
+"""``posenc extrapolate --model FOLDER|FILE.gguf|HUB_ID``: a shortcut for ``experiment=real``.
+
+It composes ``experiment=real model.path=PATH`` with the options given (``--scale`` sets
+``real.scales``, ``--dtype`` sets ``model.dtype``, …) and the user's own overrides
+(``real.tail=512``), then runs the protocol ``posenc sweep experiment=real`` runs.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +12,22 @@ from typing import Annotated, Any
 
 import typer
 
-from posenc.cli.common import console, err_console
+from posenc.cli.common import EventBar, console
 
 Windows = Annotated[
-    int, typer.Option(help="Real models: windows per length (window w starts at w x the longest length).")
+    int | None,
+    typer.Option(help="Real models: windows per length (window w starts at w x the longest length). [real.windows: 1]"),
 ]
-Tail = Annotated[int, typer.Option(help="Real models: tail_ppl scores the last K predictions of each window.")]
+Tail = Annotated[
+    int | None, typer.Option(help="Real models: tail_ppl scores the last K predictions of each window. [real.tail]")
+]
 Data = Annotated[
     str | None, typer.Option(help="Real models: a UTF-8 text file or a folder of them (default: built-in corpus).")
 ]
-Dtype = Annotated[str, typer.Option(help="Real models: float32, bfloat16 or float16 weights (RoPE stays float32).")]
-Device = Annotated[str, typer.Option(help="Real models: auto, cpu, cuda, cuda:N or mps (as train.device).")]
+Dtype = Annotated[
+    str | None, typer.Option(help="Real models: float32, bfloat16 or float16 weights (RoPE stays float32). [float32]")
+]
+Device = Annotated[str | None, typer.Option(help="Real models: auto, cpu, cuda, cuda:N or mps. [model.device: auto]")]
 Passkey = Annotated[
     str | None,
     typer.Option(
@@ -29,110 +39,134 @@ Factor = Annotated[
     float | None, typer.Option(help="Real models: scaling factor (default: longest length / original context).")
 ]
 
+# The options of posenc extrapolate that only a real model takes, and the config key each sets;
+# and those that only posenc's own models take (--seed only where nothing is fine-tuned).
+REAL_ONLY = {
+    "windows": "real.windows",
+    "tail": "real.tail",
+    "data": "real.data",
+    "dtype": "model.dtype",
+    "device": "model.device",
+    "factor": "real.factor",
+    "passkey": "real.passkey_depths",
+}
+OWN_ONLY = ("pe", "task", "steps")
+
+
+def given(ctx: typer.Context, names: Any) -> list[str]:
+    """The options among ``names`` that the command line (or the environment) set."""
+    from click.core import ParameterSource
+
+    return [n for n in names if ctx.get_parameter_source(n) not in (None, ParameterSource.DEFAULT)]
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
 
 def is_real_model(model: str | None) -> bool:
-    """True when --model is not one of posenc's own model options."""
+    """True when --model is not one of posenc's own model options (or is a checkpoint option)."""
+    from posenc.engine.config import list_options, option_class
+    from posenc.experiments.real import Checkpoint
+
+    return model is not None and (model not in list_options("model") or option_class("model", model) is Checkpoint)
+
+
+def refuse_real_options(names: list[str]) -> None:
+    """On posenc's own models: an option that only a real model takes is a mistake."""
+    from posenc.core.errors import UserError
+
+    if names:
+        raise UserError(
+            f"{flag(names[0])} applies to real models only (--model FOLDER|FILE.gguf|HUB_ID), "
+            "not to posenc's own models"
+        )
+
+
+def _quoted(value: Any) -> str:
+    """``value`` as a Hydra override value (a path or device may hold characters Hydra parses)."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'" if isinstance(value, str) else str(value)
+
+
+def _items(values: list[Any]) -> str:
+    return "[" + ",".join(_quoted(v) for v in values) + "]"
+
+
+def real_options(ctx: typer.Context, **values: Any) -> dict[str, Any]:
+    """The options given on the command line among ``values`` (by option name), parsed."""
+    from posenc.core.text import split_list
+
+    parse = {
+        "scale": lambda v: split_list(v, "--scale"),
+        "lengths": lambda v: split_list(v, "--lengths", int),
+        "passkey": lambda v: split_list(v, "--passkey", float),
+    }
+    return {n: parse.get(n, lambda v: v)(values[n]) for n in given(ctx, values)}
+
+
+def real_overrides(model: str, options: dict[str, Any]) -> list[str]:
+    """``experiment=real``, the checkpoint, and an override for each option given."""
     from posenc.engine.config import list_options
 
-    return model is not None and model not in list_options("model")
-
-
-class ForwardBar:
-    """A progress bar over the tokens of every forward pass, with an ETA (none when quiet)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet, self.bar, self.task = quiet, None, None
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if self.quiet:
-            return
-        if event["event"] == "start":  # perplexity, then passkey: one bar each
-            self.close()
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            if event["skipped"]:
-                err_console.print(f"resuming: {event['skipped']} forward pass(es) already scored", highlight=False)
-            self.bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[n]}"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=err_console,
-            )
-            self.bar.__enter__()
-            self.task = self.bar.add_task("loading", total=max(event["tokens"], 1), n=f"0/{event['forwards']}")
-            self.total, self.done = event["forwards"], 0
-        elif event["event"] == "forward":
-            self.bar.update(self.task, description=event["label"])
-        elif event["event"] == "done":
-            self.done += 1
-            self.bar.update(self.task, advance=event["tokens"], n=f"{self.done}/{self.total}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
+    pick = f"model={model}" if model in list_options("model") else f"model.path={_quoted(model)}"
+    keys = {**REAL_ONLY, "scale": "real.scales", "lengths": "real.lengths", "finetune_steps": "real.finetune_steps"}
+    out = ["experiment=real", pick]
+    for name, value in options.items():
+        out.append(f"{keys[name]}={_items(value) if isinstance(value, list) else _quoted(value)}")
+    return out
 
 
 def run_real(
-    model: str,
-    scales: list[str],
-    lengths: list[int] | None,
-    windows: int,
-    tail: int,
-    data: str | None,
-    dtype: str,
-    device: str,
-    factor: float | None,
-    passkey: str | None,
-    results_dir: Path | None,
-    quiet: bool,
-    finetune_steps: int = 0,
+    model: str, options: dict[str, Any], overrides: list[str], ctx: typer.Context, results_dir: Path | None, quiet: bool
 ) -> None:
-    from posenc.cli.extrapolate import print_table
-    from posenc.core.text import split_list
+    """Compose and check the config, run ``experiment=real`` into the results root, print its tables."""
+    from posenc.core.errors import UserError
+    from posenc.engine.config import compose, instantiate
+    from posenc.engine.context import RunContext
     from posenc.engine.results import results_root
-    from posenc.experiments.real import RealSettings, prepare, run
+    from posenc.experiments.real import check_overrides
 
-    settings = RealSettings(
-        model=model,
-        scales=scales,
-        lengths=lengths or [2048, 4096],
-        windows=windows,
-        tail=tail,
-        data=data,
-        dtype=dtype,
-        device=device,
-        factor=factor,
-        finetune_steps=finetune_steps,
-        passkey_depths=None if passkey is None else split_list(passkey, "--passkey", float),
-    )
+    own_given = given(ctx, OWN_ONLY)
+    if own_given:
+        raise UserError(
+            f"{flag(own_given[0])} applies to posenc's own models, not to the real model --model '{model}'"
+            + ("; fine-tune it with --finetune-steps" if own_given[0] == "steps" else "")
+        )
+    check_overrides(overrides)
+    composed = [*real_overrides(model, options), *overrides]
+    cfg = compose(composed)
+    seed_given = given(ctx, ["seed"]) or any(o.lstrip("+~").split("=")[0] == "seed" for o in overrides)
+    if seed_given and not cfg.real.finetune_steps:
+        raise UserError(
+            f"--seed is unused: the real model --model '{model}' is scored deterministically; "
+            "it draws random numbers only to fine-tune (--finetune-steps)"
+        )
+    protocol = instantiate(cfg.protocol, "protocol")
+    protocol.check(cfg)
     root = results_root(results_dir)
-    prepared = prepare(settings)
-    bar = ForwardBar(quiet)
-    try:
-        table, run_dir = run(settings, root, progress=bar, prepared=prepared)
-    finally:
-        bar.close()
-    print_table(
-        f"extrapolation: {prepared.source.name} (RoPE as shipped: {prepared.shipped}), original context "
-        f"{prepared.original_length} tokens, {windows} window(s)",
-        table,
-    )
-    if passkey is not None:
-        import pandas as pd
+    with EventBar(quiet) as bar:
+        result = protocol.run(cfg, RunContext(root, on_event=bar, overrides=composed))
+    print_result(result)
 
-        accuracy = pd.read_csv(run_dir.path / "passkey.csv")
+
+def print_result(result: Any) -> None:
+    """The perplexity table under its title, the passkey pivot, and the paths written."""
+    from posenc.cli.extrapolate import print_table
+
+    config, summary = result.run.read_config(), result.run.read_summary()
+    print_table(
+        f"extrapolation: {config['model']['name']} (RoPE as shipped: {config['shipped_rope']}), original context "
+        f"{config['original_length']} tokens, {config['real']['windows']} window(s)",
+        result.tables["table"],
+    )
+    if "passkey" in result.tables:
+        accuracy = result.tables["passkey"]
         print_table(
             "passkey accuracy (length x depth)",
             accuracy.pivot_table(index=["scale", "depth"], columns="length", values="accuracy", sort=False)
             .reset_index()
             .rename(columns=str),
         )
-    for name in prepared.finetuned:
-        console.print(
-            f"fine-tuned checkpoint ({name}): {run_dir.path / 'finetuned' / name}", highlight=False, soft_wrap=True
-        )
-    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
+    for name, folder in summary.get("finetuned", {}).items():
+        console.print(f"fine-tuned checkpoint ({name}): {folder}", highlight=False, soft_wrap=True)
+    console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

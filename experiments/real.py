@@ -1,7 +1,7 @@
 """Length extrapolation of a real pretrained model: perplexity by length under RoPE rescalings.
 
 The protocol of the PI and YaRN papers on real text. Tokens are the built-in corpus (one
-document per pydoc topic) or ``--data`` (a UTF-8 file, or every file of a folder in sorted
+document per pydoc topic) or ``real.data`` (a UTF-8 file, or every file of a folder in sorted
 order, one document each), tokenized with the model's tokenizer and concatenated with its EOS
 token between documents.
 
@@ -30,30 +30,51 @@ It is saved as a Hugging Face checkpoint (``finetuned/<scale>+ft<N>/``: model.sa
 config.json carrying the scaling as ``rope_scaling``, the tokenizer files), which is then loaded
 back and scored as the row ``<scale>+ft<N>`` (perplexity only; passkey runs on the base model).
 
-A cell (scale, forward length, window) is appended to ``cells.jsonl`` once scored; the run
-folder is named by the settings' hash (less ``--windows`` and ``--passkey`` depths, which only
-add cells), so a rerun of the same command skips finished cells, and one with more windows or
-other depths scores only the new ones; tables pool the windows and depths asked for.
+The protocol is configuration: ``experiment=real`` (configs/experiment/real.yaml) picks the
+``model`` option ``pretrained`` (``model.path``: a Hugging Face folder, a .gguf file or a hub id;
+``model.dtype``; ``model.device``) and holds these settings under ``real:`` (``RealSettings``), so it
+is swept like every protocol (``posenc sweep experiment=real model.path=… real.factor=2,4``) and
+``posenc extrapolate --model PATH`` is a shortcut that composes the same config.
+
+A cell (scale, forward length, window; or a passkey trial) is written once scored into the cell
+store ``<cache>/real/<model>-<hash>/cells/`` (``Cells``; ``cache_dir``, default ``<results
+root>/cache``, a sweep job's results root being its sweep's), named by the settings' hash less
+those that only add cells (``windows``, passkey depths, and the scales: cells are keyed by their
+scale). Every run, sweep job or later sweep that points at the same store skips the cells it
+finds there and scores only the missing ones; fine-tuned copies are kept there too. The run
+folder (``<results root>/runs/real-<model>-<hash>``, the hash less ``windows`` and passkey depths)
+holds the tables, which pool exactly the cells asked for, and ``cells.jsonl``, those cells.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
+import yaml
+from omegaconf import DictConfig, OmegaConf
 
 from posenc.analysis.stats import paired_difference
 from posenc.core.errors import ConfigError, UserError
-from posenc.core.io import atomic_write_text, write_json, write_table
-from posenc.engine.config import instantiate, option_class, option_node, options_where
-from posenc.engine.results import RunDir, config_hash
+from posenc.core.io import atomic_write_text, write_json
+from posenc.engine.config import (
+    experiment_settings,
+    instantiate,
+    option_class,
+    option_node,
+    options_where,
+    target_class,
+)
+from posenc.engine.context import Result, RunContext, TableSpec
+from posenc.engine.results import config_hash
 from posenc.engine.training import resolve_device
 from posenc.models import pretrained
 from posenc.models.hf import _rope_parameters, llama_config_for, save_hf_llama, scale_from_hf_config
@@ -61,25 +82,32 @@ from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
 from posenc.reporting.style import pyplot, save_figure
 
-Progress = Callable[[dict[str, Any]], None]
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The ``model`` option of a real pretrained model (configs/model/pretrained.yaml): ``path`` a
+    Hugging Face folder, a .gguf file or a hub id, ``dtype`` of its weights (RoPE stays float32),
+    ``device`` auto, cpu, cuda, cuda:N or mps. ``experiment=real`` scores it; nothing trains it."""
+
+    trains: ClassVar[bool] = False  # posenc's own model options train; a checkpoint is only scored
+    path: str
+    dtype: str = "float32"
+    device: str = "auto"
 
 
 @dataclass
 class RealSettings:
-    """One ``posenc extrapolate --model REAL`` run; ``scales`` without ``none`` get it first."""
+    """The ``real:`` node of ``experiment=real``; ``scales`` without ``none`` get it first."""
 
-    model: str
     scales: list[str] = field(default_factory=lambda: ["none"])
     lengths: list[int] = field(default_factory=lambda: [2048, 4096])
     windows: int = 1
     tail: int = 1024
     buckets: int = 32
     factor: float | None = None
-    dtype: str = "float32"
-    device: str = "auto"
     data: str | None = None
     chunk: int = 1024
-    passkey_depths: list[int] | None = None
+    passkey_depths: list[float] | None = None
     finetune_steps: int = 0
     finetune_lr: float = 2e-5
 
@@ -87,21 +115,20 @@ class RealSettings:
         self.scales = ["none", *dict.fromkeys(s for s in self.scales if s != "none")]
         self.lengths = sorted(set(self.lengths))
         for name, value, low in (
-            ("--windows", self.windows, 1),
-            ("--tail", self.tail, 1),
-            ("--buckets", self.buckets, 1),
+            ("windows", self.windows, 1),
+            ("tail", self.tail, 1),
+            ("buckets", self.buckets, 1),
             ("chunk", self.chunk, 1),
-            ("--finetune-steps", self.finetune_steps, 0),
+            ("finetune_steps", self.finetune_steps, 0),
         ):
             if value < low:
-                raise UserError(f"{name} must be >= {low}, got {value}")
+                raise ConfigError(f"real.{name} must be >= {low}, got {value}")
         if not self.lengths or self.lengths[0] < 2:
-            raise UserError(f"--lengths must be >= 2 tokens each, got {self.lengths}")
+            raise ConfigError(f"real.lengths must be >= 2 tokens each, got {self.lengths}")
         if self.passkey_depths is not None and any(not 0 <= d <= 100 for d in self.passkey_depths):
-            raise UserError(f"--passkey depths are percentages in 0..100, got {self.passkey_depths}")
+            raise ConfigError(f"real.passkey_depths are percentages in 0..100, got {self.passkey_depths}")
         if self.factor is not None and not self.factor >= 1:
-            raise UserError(f"--factor must be >= 1, got {self.factor}")
-        pretrained.check_dtype(self.dtype)
+            raise ConfigError(f"real.factor must be >= 1, got {self.factor}")
 
 
 def length_dependent(scale: NoScale) -> bool:
@@ -120,7 +147,9 @@ def build_scale(name: str, original_length: int, factor: float | None) -> NoScal
     factor is Hugging Face's multiplier."""
     valid = rope_scale_names()
     if name not in valid:
-        raise UserError(f"--scale '{name}' does not rescale a real model's RoPE; valid: {', '.join(valid)}")
+        raise ConfigError(
+            f"scale '{name}' (real.scales) does not rescale a real model's RoPE; valid: {', '.join(valid)}"
+        )
     node = option_node("scale", name)
     if "original_length" in node:
         node["original_length"] = original_length
@@ -133,23 +162,23 @@ def build_scale(name: str, original_length: int, factor: float | None) -> NoScal
 
 
 def documents(data: str | None) -> list[str]:
-    """The texts to tokenize: one per pydoc topic, or the --data file, or each file of a folder."""
+    """The texts to tokenize: one per pydoc topic, or the real.data file, or each file of a folder."""
     if data is None:
         from posenc.tasks.text import builtin_documents
 
         return builtin_documents()
     path = Path(data).expanduser()
     if not path.exists():
-        raise UserError(f"--data '{data}' does not exist; give a UTF-8 text file or a folder of them")
+        raise UserError(f"real.data '{data}' does not exist; give a UTF-8 text file or a folder of them")
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     texts = []
     for f in files:
         try:
             texts.append(f.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
-            raise UserError(f"--data file '{f}' is not UTF-8 text") from None
+            raise UserError(f"real.data file '{f}' is not UTF-8 text") from None
     if not any(texts):
-        raise UserError(f"--data '{data}' holds no text")
+        raise UserError(f"real.data '{data}' holds no text")
     return texts
 
 
@@ -194,7 +223,7 @@ def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> tuple
     budget = length - len(intro) - len(needle) - len(question) - len(answer)
     if budget < 0:
         raise UserError(
-            f"--lengths {length} is too short for the passkey prompt ({length - budget} tokens without filler)"
+            f"real.lengths {length} is too short for the passkey prompt ({length - budget} tokens without filler)"
         )
     filler = (unit * (budget // len(unit) + 1))[:budget]
     cut = min(budget, round(depth / 100 * budget / len(unit)) * len(unit))
@@ -253,7 +282,7 @@ def shipped_rope(config: Any) -> tuple[str, NoScale]:
 
 
 def check_stacking(name: str, scale: NoScale, shipped: NoScale) -> None:
-    """``--scale`` on top of a shipped rescaling: PI stacks on a static one (the shipped frequencies
+    """A scale on top of a shipped rescaling: PI stacks on a static one (the shipped frequencies
     divided by its factor, i.e. positions / s on top of what the model does); any other scale
     rescales θ's own frequencies, which the shipped rescaling has already changed, so it is refused,
     as is anything on a rescaling that follows the length (dynamic NTK, LongRoPE)."""
@@ -261,8 +290,8 @@ def check_stacking(name: str, scale: NoScale, shipped: NoScale) -> None:
         return
     valid = "none" if shipped.length_dependent else "none, pi (divides the shipped frequencies by the factor)"
     if shipped.length_dependent or not isinstance(scale, PI):
-        raise UserError(
-            f"--scale '{name}' is not defined on top of the model's own rescaling "
+        raise ConfigError(
+            f"scale '{name}' (real.scales) is not defined on top of the model's own rescaling "
             f"({shipped.hf_rope_type or type(shipped).__name__}); valid on this model: {valid}"
         )
 
@@ -313,7 +342,12 @@ def _gib(n: float) -> str:
 
 @dataclass
 class Prepared:
+    """Everything a run needs before any weight is read: the checked settings, the model's
+    config, the scales built against its original context, the tokenized text."""
+
+    checkpoint: Checkpoint
     settings: RealSettings
+    seed: int
     source: pretrained.Source
     config: Any
     original_length: int
@@ -330,13 +364,29 @@ class Prepared:
         steps = self.settings.finetune_steps
         return {f"{name}+ft{steps}": scale for name, scale in self.scales.items() if steps and name != "none"}
 
+    def load(self, source: pretrained.Source | None = None) -> Model:
+        """The checkpoint's weights (or those of ``source``, a fine-tuned copy) on the run's device."""
+        source = source or self.source
+        config = self.config if source is self.source else pretrained.read_config(source)
+        dtype = pretrained.check_dtype(self.checkpoint.dtype)
+        return Model(pretrained.load_pretrained(source, config, dtype, self.device))
 
-def prepare(settings: RealSettings) -> Prepared:
+
+def device_of(checkpoint: Checkpoint, default: torch.device | None = None) -> torch.device:
+    """``model.device`` resolved (``auto``: ``default`` when given, e.g. the run context's)."""
+    if checkpoint.device == "auto" and default is not None:
+        return default
+    try:
+        return resolve_device(checkpoint.device)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("train.device", "model.device")) from None
+
+
+def prepare(checkpoint: Checkpoint, settings: RealSettings, device: torch.device, seed: int = 0) -> Prepared:
     """Every check that can fail on user input, before any weight is read or file written."""
-    source = pretrained.resolve_source(settings.model)
+    source = pretrained.resolve_source(checkpoint.path)
     config = pretrained.read_config(source)
-    device = resolve_device(settings.device)
-    dtype = pretrained.check_dtype(settings.dtype)
+    dtype = pretrained.check_dtype(checkpoint.dtype)
     original = pretrained.original_context(config)
     longest = max(settings.lengths)
     factor = settings.factor or max(1.0, longest / original)
@@ -356,9 +406,9 @@ def prepare(settings: RealSettings) -> Prepared:
         need = max(need, pretrained.finetune_peak_bytes(config, longest, dtype))
     if need > have:
         task = " to fine-tune" if settings.finetune_steps else ""
-        raise UserError(
-            f"--lengths {longest} needs about {_gib(need)}{task} on {device}, {_gib(have)} is available; "
-            "give shorter lengths or another --device"
+        raise ConfigError(
+            f"real.lengths {longest} needs about {_gib(need)}{task} on {device}, {_gib(have)} is available; "
+            "give shorter lengths or another model.device"
         )
     from transformers import AutoTokenizer
 
@@ -367,153 +417,247 @@ def prepare(settings: RealSettings) -> Prepared:
     need_tokens = settings.windows * longest + (longest + 1 if settings.finetune_steps else 0)
     if need_tokens > tokens.numel():
         what = " and one fine-tuning window after them" if settings.finetune_steps else ""
-        raise UserError(
+        raise ConfigError(
             f"{settings.windows} window(s) of {longest} tokens{what} need {need_tokens} tokens; "
-            f"the text has {tokens.numel()}; give fewer --windows, shorter --lengths or more --data"
+            f"the text has {tokens.numel()}; give fewer real.windows, shorter real.lengths or more real.data"
         )
     if settings.passkey_depths:
         passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
-    return Prepared(settings, source, config, original, scales, device, factor, tokenizer, tokens, shipped)
+    return Prepared(
+        checkpoint, settings, seed, source, config, original, scales, device, factor, tokenizer, tokens, shipped
+    )
+
+
+def read_settings(cfg: DictConfig) -> tuple[Checkpoint, RealSettings]:
+    """The ``model`` option (a ``Checkpoint``, its path given) and the ``real:`` settings, checked."""
+    if cfg.get("real") is None:
+        raise ConfigError("no real settings: compose with experiment=real")
+    if target_class(cfg.model, "model") is not Checkpoint:
+        raise ConfigError(
+            f"experiment=real scores a pretrained checkpoint (model=pretrained model.path=...); "
+            f"model '{cfg.choices.get('model')}' is one of posenc's own, trained by posenc train"
+        )
+    if OmegaConf.is_missing(cfg.model, "path"):
+        raise ConfigError("model.path is missing: give a Hugging Face folder, a .gguf file or a hub id")
+    return instantiate(cfg.model, "model"), experiment_settings(cfg, "real", RealSettings)
+
+
+# The config keys a real-model run reads; the rest of the tree (pe, task, train, eval, scale)
+# configures posenc's own models. ``seed`` is read only to fine-tune.
+REAL_KEYS = ("real", "model", "seed", "cache_dir")
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """An override of a key a real-model run does not read (``train.lr=…``, ``pe=…``, another
+    ``model=…`` option) is refused naming it and what it applies to."""
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0]
+        root = key.split(".")[0].split("@")[0]
+        if root not in REAL_KEYS or key == "model":
+            raise UserError(
+                f"override '{override}' applies to posenc's own models, not to a real model; "
+                "a real model takes real.*, model.path, model.dtype, model.device and cache_dir"
+            )
 
 
 def run_config(p: Prepared) -> dict[str, Any]:
-    s = p.settings
+    """What a run's cells depend on (and, less ``GROWABLE``, what names its folder)."""
+    local = p.source.kind != "hub"
     return {
-        "model": p.source.path,
-        "gguf_file": p.source.gguf_file,
-        **{k: v for k, v in asdict(s).items() if k != "model"},
-        "factor": p.factor,
+        "model": {
+            "name": p.source.name,
+            "path": str(Path(p.source.path).resolve()) if local else p.source.path,
+            "gguf_file": p.source.gguf_file,
+            "dtype": p.checkpoint.dtype,
+            "device": str(p.device),
+        },
+        "real": {**asdict(p.settings), "factor": p.factor},
+        "seed": p.seed if p.settings.finetune_steps else None,  # only fine-tuning draws random numbers
         "original_length": p.original_length,
         "tokens": int(p.tokens.numel()),
-        "device": str(p.device),
         "shipped_rope": p.shipped,
     }
 
 
 # Settings that add cells without changing a finished one (cells are keyed by window, trial and
-# depth): a run with more windows or other depths reuses the folder and its cells.
+# depth): a run with more windows or other depths reuses the run folder and the cells. The cell
+# store is shared across the scales too (a cell is keyed by its scale).
 GROWABLE = ("windows", "passkey_depths")
+SHARED = (*GROWABLE, "scales")
 
 
-def open_run(root: Path, config: dict[str, Any], name: str) -> RunDir:
-    """The run folder of these settings, named by their hash without the ``GROWABLE`` ones:
-    created, or reopened to resume (its config.yaml then records the settings of this run)."""
-    import yaml
-
-    fixed = {k: v for k, v in config.items() if k not in GROWABLE}
-    path = Path(root) / "runs" / f"real-{name}-{config_hash(fixed)[:8]}"
-    if (path / "config.yaml").is_file():
-        saved = RunDir.open(path).read_config()
-        run = RunDir.reopen(path, {**config, **{k: saved.get(k) for k in GROWABLE}})
-    else:
-        path.mkdir(parents=True, exist_ok=True)
-        run = RunDir(path)
-        run.write_summary({"status": "running", "name": f"real-{name}", "config_hash": config_hash(fixed)})
-    atomic_write_text(path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-    return run
+def less(config: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """``config`` without the ``real`` settings ``keys``."""
+    return {**config, "real": {k: v for k, v in config["real"].items() if k not in keys}}
 
 
-def read_cells(run: RunDir) -> dict[str, dict[str, Any]]:
-    path = run.path / "cells.jsonl"
-    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return {r["key"]: r for r in records}
+def cache_root(cfg: DictConfig, root: Path) -> Path:
+    """``cache_dir``, else ``<results root>/cache``. A sweep job's ``root`` is its own folder
+    ``<sweep>/<job>``; its results root is the sweep's (``sweep.json``), so the jobs of every
+    sweep into one results root find each other's cells."""
+    if cfg.get("cache_dir"):
+        return Path(cfg.cache_dir)
+    from posenc.launch.sweep import SWEEP_FILE
+
+    record = Path(root).parent / SWEEP_FILE
+    if record.is_file():
+        return Path(json.loads(record.read_text())["results_root"]) / "cache"
+    return Path(root) / "cache"
 
 
-def run(
-    settings: RealSettings, results_root: Path, progress: Progress | None = None, prepared: Prepared | None = None
-) -> tuple[pd.DataFrame, RunDir]:
-    """Score every (scale, length, window), then fine-tune and score each ``finetuned`` model;
-    returns the table and the run folder."""
-    p = prepared or prepare(settings)
-    config = run_config(p)
-    forwards = plan_forwards(p.scales, settings.lengths, settings.windows)
-    finetuned = {
-        name: plan_forwards({name: scale}, settings.lengths, settings.windows) for name, scale in p.finetuned.items()
-    }
-    run_dir = open_run(results_root, config, p.source.name)
-    done = read_cells(run_dir)
-    todo = [f for f in forwards if f.key not in done]
-    notify = progress or (lambda event: None)
-    notify({"event": "start", "forwards": len(todo), "tokens": sum(f.length for f in todo), "skipped": len(done)})
-    model = None
-    if todo:
-        model = Model(pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device))
-        score_forwards(model, p.scales, todo, p, done, run_dir, notify)
-    for name, scale in p.finetuned.items():
-        todo = [f for f in finetuned[name] if f.key not in done]
-        if not todo:
-            continue
-        folder = run_dir.path / "finetuned" / name
-        if not (folder / "config.json").is_file():
-            model = model or Model(
-                pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device)
-            )
-            finetune(model, scale, p, folder, notify)
-        source = pretrained.Source("folder", str(folder))
-        tuned = Model(
-            pretrained.load_pretrained(
-                source, pretrained.read_config(source), pretrained.check_dtype(settings.dtype), p.device
-            )
+class Cells:
+    """The scored cells of one setting: ``<cache>/real/<model>-<hash>/`` with config.yaml (the
+    settings), ``cells/<key>.json`` (one file per cell, e.g. ``cells/yarn/4096/0.json``, written
+    atomically, so that jobs of one or several sweeps fill one store at once) and
+    ``finetuned/<scale>+ft<N>/``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def open(cls, cache: Path, name: str, key: dict[str, Any]) -> Cells:
+        path = Path(cache) / "real" / f"{name}-{config_hash(key)[:16]}"
+        (path / "cells").mkdir(parents=True, exist_ok=True)
+        if not (path / "config.yaml").is_file():
+            atomic_write_text(path / "config.yaml", yaml.safe_dump(key, sort_keys=False))
+        return cls(path)
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        records = [json.loads(f.read_text()) for f in sorted((self.path / "cells").rglob("*.json"))]
+        return {r["key"]: r for r in records}
+
+    def add(self, record: dict[str, Any]) -> None:
+        atomic_write_text(self.path / "cells" / f"{record['key']}.json", json.dumps(record))
+
+
+class Real:
+    """``experiment=real``: a real model's perplexity by length and position under each scale in
+    ``real.scales``, passkey accuracy at ``real.passkey_depths``, and fine-tuned copies."""
+
+    tables = (
+        TableSpec(
+            "table",
+            keys=("scale", "metric"),
+            pairs=("window",),
+            main=True,
+            description="ppl and tail_ppl by scale (rows) and length (columns), pooled over the windows",
+        ),
+        TableSpec(
+            "per_position",
+            keys=("scale", "length", "start"),
+            pairs=("window",),
+            description="mean loss by position bucket [start, end) at each length",
+        ),
+        TableSpec(
+            "ratios",
+            keys=("a", "b", "metric", "length"),
+            pairs=("window",),
+            description="each pair of scales: perplexity ratio paired by window, with a t interval (2+ windows)",
+        ),
+        TableSpec(
+            "passkey",
+            keys=("scale", "length", "depth"),
+            pairs=("trial",),
+            description="passkey accuracy by scale, length and key depth, the mean over trials",
+        ),
+    )
+
+    def __init__(self) -> None:
+        self._prepared: dict[str, Prepared] = {}
+
+    def prepare(self, cfg: DictConfig, device: torch.device | None = None) -> Prepared:
+        """The run's ``Prepared``, made once per config and device (``check`` then ``run`` read
+        the tokenizer and the text once)."""
+        checkpoint, settings = read_settings(cfg)
+        device = device_of(checkpoint, device)
+        memo = config_hash(
+            {"model": asdict(checkpoint), "real": asdict(settings), "seed": cfg.get("seed"), "d": device}
         )
-        notify({"event": "start", "forwards": len(todo), "tokens": sum(f.length for f in todo), "skipped": 0})
-        score_forwards(tuned, {name: NoScale()}, todo, p, done, run_dir, notify)  # its config carries the scale
-    passkeys = [
+        if memo not in self._prepared:
+            self._prepared[memo] = prepare(checkpoint, settings, device, int(cfg.get("seed") or 0))
+        return self._prepared[memo]
+
+    def check(self, cfg: DictConfig) -> None:
+        """Everything ``run`` checks before reading a weight: the settings, the path, the
+        architecture, the scales on its RoPE, the memory, the text (as ``ConfigError``s)."""
+        try:
+            self.prepare(cfg)
+        except ConfigError:
+            raise
+        except UserError as e:  # the checkpoint's own checks (pretrained.resolve_source, read_config)
+            raise ConfigError(str(e)) from None
+
+    def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
+        p = self.prepare(cfg, ctx.device)
+        config = run_config(p)
+        cells = Cells.open(cache_root(cfg, ctx.root), p.source.name, less(config, SHARED))
+        with ctx.running(f"real-{p.source.name}", config, key=less(config, GROWABLE)) as run:
+            return self.score(p, cells, ctx, run)
+
+    def score(self, p: Prepared, cells: Cells, ctx: RunContext, run: Any) -> Result:
+        """Score every cell the store lacks, then pool the cells asked for into the tables."""
+        s = p.settings
+        done = cells.read()
+        forwards = plan_forwards(p.scales, s.lengths, s.windows)
+        tuned = {name: plan_forwards({name: scale}, s.lengths, s.windows) for name, scale in p.finetuned.items()}
+        passkeys = [(c, passkey_cell(*c)) for c in passkey_plan(p)]
+        planned = [f.key for f in forwards] + [f.key for fs in tuned.values() for f in fs] + [k for _, k in passkeys]
+        reused = sum(k in done for k in planned)
+        if reused:
+            ctx.emit("message", f"resuming: {reused} forward pass(es) already scored")
+        model: Model | None = None
+        todo = [f for f in forwards if f.key not in done]
+        if todo:
+            model = p.load()
+            score_forwards(model, p.scales, todo, p, done, cells, ctx, "forward passes")
+        for name, scale in p.finetuned.items():
+            todo = [f for f in tuned[name] if f.key not in done]
+            if not todo:
+                continue
+            folder = cells.path / "finetuned" / name
+            if not (folder / "config.json").is_file():
+                model = model or p.load()
+                finetune(model, scale, p, folder, ctx)
+            tuned_model = p.load(pretrained.Source("folder", str(folder)))
+            score_forwards(tuned_model, {name: NoScale()}, todo, p, done, cells, ctx, f"scoring {name}")
+        todo_keys = [(c, k) for c, k in passkeys if k not in done]
+        if todo_keys:
+            model = model or p.load()
+            score_passkeys(model, todo_keys, p, done, cells, ctx)
+        used = [done[k] for k in planned]
+        atomic_write_text(run.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in used))
+        scored = [r for r in used if "cells" in r]
+        table, positions = tables(scored, s.lengths, s.windows)
+        out = {"table": table, "per_position": positions}
+        if s.windows >= 2:
+            out["ratios"] = window_ratios(scored, s.lengths)
+        if s.passkey_depths:
+            out["passkey"] = passkey_table([r for r in used if "correct" in r])
+            plot_passkey(out["passkey"], run.path / "passkey.png")
+        plot(positions, p.original_length, run.path / "per_position.png")
+        result = ctx.write(run, self.tables, out)
+        run.update_summary(
+            forward_seconds=sum(r["seconds"] for r in used),
+            forwards=len(used),
+            computed=len(used) - reused,
+            reused=reused,
+            seconds_by_scale={s: sum(r["seconds"] for r in used if r["scale"] == s) for s in [*p.scales, *p.finetuned]},
+            cells=str(cells.path),
+            finetuned={name: str(cells.path / "finetuned" / name) for name in p.finetuned},
+        )
+        return result
+
+
+def passkey_plan(p: Prepared) -> list[tuple[str, int, float, int]]:
+    """(scale, length, depth, trial) of every passkey cell asked for."""
+    s = p.settings
+    return [
         (scale, n, d, t)
         for scale in p.scales
-        for n in settings.lengths
-        for d in settings.passkey_depths or []
-        for t in range(settings.windows)
+        for n in s.lengths
+        for d in s.passkey_depths or []
+        for t in range(s.windows)
     ]
-    todo_keys = [c for c in passkeys if passkey_cell(*c) not in done]
-    if todo_keys:
-        model = model or Model(
-            pretrained.load_pretrained(p.source, p.config, pretrained.check_dtype(settings.dtype), p.device)
-        )
-        notify({"event": "start", "forwards": len(todo_keys), "tokens": sum(c[1] for c in todo_keys), "skipped": 0})
-        for scale, n, depth, trial in todo_keys:
-            notify({"event": "forward", "label": f"passkey {scale} @ {n}, depth {depth}%", "tokens": n})
-            start = time.perf_counter()
-            ids, answer = passkey_prompt(p.tokenizer, n, depth, passkey_key(trial))
-            correct = model.greedy_reads(p.scales[scale], ids, answer)
-            seconds = time.perf_counter() - start
-            done[passkey_cell(scale, n, depth, trial)] = {
-                "key": passkey_cell(scale, n, depth, trial),
-                "scale": scale,
-                "length": n,
-                "depth": depth,
-                "trial": trial,
-                "correct": correct,
-                "seconds": seconds,
-            }
-            atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
-            notify({"event": "done", "tokens": n, "seconds": seconds})
-    if settings.passkey_depths:
-        accuracy = passkey_table(
-            [
-                r
-                for r in done.values()
-                if "correct" in r and r["trial"] < settings.windows and r["depth"] in settings.passkey_depths
-            ]
-        )
-        write_table(accuracy, run_dir.path, "passkey")
-        plot_passkey(accuracy, run_dir.path / "passkey.png")
-    scored = [r for r in done.values() if "cells" in r and r["window"] < settings.windows]  # the folder may hold more
-    table, positions = tables(scored, settings.lengths, settings.windows)
-    write_table(table, run_dir.path)
-    write_table(positions, run_dir.path, "per_position")
-    if settings.windows >= 2:
-        write_table(window_ratios(scored, settings.lengths), run_dir.path, "ratios")
-    plot(positions, p.original_length, run_dir.path / "per_position.png")
-    seconds = sum(r["seconds"] for r in done.values())
-    run_dir.update_summary(
-        status="completed",
-        forward_seconds=seconds,
-        forwards=len(done),
-        seconds_by_scale={
-            s: sum(r["seconds"] for r in done.values() if r["scale"] == s) for s in [*p.scales, *p.finetuned]
-        },
-    )
-    return table, run_dir
 
 
 def score_forwards(
@@ -522,30 +666,57 @@ def score_forwards(
     forwards: Sequence[Forward],
     p: Prepared,
     done: dict[str, dict[str, Any]],
-    run_dir: RunDir,
-    notify: Progress,
+    cells: Cells,
+    ctx: RunContext,
+    stage: str,
 ) -> None:
-    """Run each forward with ``scales[f.scale]`` installed; each record goes to cells.jsonl once scored."""
+    """Run each forward with ``scales[f.scale]`` installed; each record goes to the store once scored."""
     s = p.settings
     longest = max(s.lengths)
     edges = bucket_edges(longest, s.buckets)
-    for f in forwards:
-        notify({"event": "forward", "label": f"{f.scale} @ {f.length} (window {f.window})", "tokens": f.length})
+    ctx.emit("stage", stage, total=sum(f.length for f in forwards))
+    tokens = 0
+    for i, f in enumerate(forwards):
+        ctx.emit("advance", f"{f.scale} @ {f.length} (window {f.window})", done=tokens, info=f"{i}/{len(forwards)}")
         start = time.perf_counter()
         ids = p.tokens[f.window * longest : f.window * longest + f.length]
         losses = model.losses(scales[f.scale], ids, s.chunk)
         seconds = time.perf_counter() - start
-        cells = {str(n): score(losses, n, s.tail, edges) for n in f.serves}
-        done[f.key] = {"key": f.key, **asdict(f), "seconds": seconds, "cells": cells}
-        atomic_write_text(run_dir.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in done.values()))
-        notify({"event": "done", "tokens": f.length, "seconds": seconds})
+        done[f.key] = {"key": f.key, **asdict(f), "seconds": seconds, "cells": {}}
+        done[f.key]["cells"] = {str(n): score(losses, n, s.tail, edges) for n in f.serves}
+        cells.add(done[f.key])
+        tokens += f.length
+        ctx.emit("advance", done=tokens, info=f"{i + 1}/{len(forwards)}")
+
+
+def score_passkeys(
+    model: Model,
+    todo: Sequence[tuple[tuple[str, int, float, int], str]],
+    p: Prepared,
+    done: dict[str, dict[str, Any]],
+    cells: Cells,
+    ctx: RunContext,
+) -> None:
+    """Each passkey trial: whether greedy decoding writes the key back; each goes to the store."""
+    ctx.emit("stage", "passkey", total=sum(c[1] for c, _ in todo))
+    tokens = 0
+    for i, ((scale, n, depth, trial), key) in enumerate(todo):
+        ctx.emit("advance", f"passkey {scale} @ {n}, depth {depth}%", done=tokens, info=f"{i}/{len(todo)}")
+        start = time.perf_counter()
+        ids, answer = passkey_prompt(p.tokenizer, n, depth, passkey_key(trial))
+        correct = model.greedy_reads(p.scales[scale], ids, answer)
+        record = {"key": key, "scale": scale, "length": n, "depth": depth, "trial": trial, "correct": correct}
+        done[key] = {**record, "seconds": time.perf_counter() - start}
+        cells.add(done[key])
+        tokens += n
+        ctx.emit("advance", done=tokens, info=f"{i + 1}/{len(todo)}")
 
 
 def check_finetune(settings: RealSettings, config: Any, scales: dict[str, NoScale]) -> None:
-    """--finetune-steps needs a scale to fine-tune under, and one a Hugging Face config can carry."""
+    """real.finetune_steps needs a scale to fine-tune under, and one a Hugging Face config can carry."""
     if len(scales) == 1:
-        raise UserError(
-            "--finetune-steps fine-tunes under each --scale besides the baseline none; give one, e.g. --scale yarn"
+        raise ConfigError(
+            "real.finetune_steps fine-tunes under each scale besides the baseline none; give one, e.g. yarn"
         )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     fraction = float(_rope_parameters(config).get("partial_rotary_factor", 1.0))
@@ -553,8 +724,8 @@ def check_finetune(settings: RealSettings, config: Any, scales: dict[str, NoScal
         try:
             llama_config_for(config, scale, int(head_dim * fraction), max(settings.lengths))
         except ConfigError as e:
-            raise UserError(
-                f"--finetune-steps with --scale '{name}': {e}; the fine-tuned model is saved as a "
+            raise ConfigError(
+                f"real.finetune_steps with scale '{name}': {e}; the fine-tuned model is saved as a "
                 "Hugging Face checkpoint"
             ) from None
 
@@ -572,13 +743,15 @@ def training_windows(p: Prepared, length: int):
     return batches
 
 
-def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, notify: Progress) -> Path:
+def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, ctx: RunContext) -> Path:
     """A copy of the model fine-tuned ``finetune_steps`` steps at the longest length with ``scale``
     installed (as PI and YaRN extend a model: AdamW, lr ``finetune_lr`` after a linear warmup of
     up to 20 steps, no weight decay, batch 1), on the model's own tokenized text after the
     evaluated windows; saved to ``folder`` as a Hugging Face checkpoint whose config carries the
-    scale (``save_hf_llama``)."""
+    scale (``save_hf_llama``). It is written beside ``folder`` and put in place by one rename, so a
+    job that fine-tunes the same copy at the same time never reads a half-written one."""
     import copy
+    import shutil
 
     from posenc.engine.training import TrainConfig, train
 
@@ -600,31 +773,32 @@ def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, notify: Pr
         device=str(p.device),
         target_accuracy=None,
     )
-    label = f"fine-tune {folder.name} @ {length}"
-    notify({"event": "start", "forwards": steps, "tokens": steps * length, "skipped": 0})
-    losses, last = [], time.perf_counter()
+    losses: list[float] = []
+    on_log = ctx.stage(f"fine-tune {folder.name} @ {length}", steps)
 
-    def on_log(record: dict[str, Any]) -> None:
-        nonlocal last
-        now = time.perf_counter()
+    def log(record: dict[str, Any]) -> None:
         losses.append(record["train_loss"])
-        notify({"event": "forward", "label": f"{label}, loss {record['train_loss']:.3f}", "tokens": length})
-        notify({"event": "done", "tokens": length, "seconds": now - last})
-        last = now
+        on_log(record)
 
-    result = train(lm, training_windows(p, length), cfg, seed=0, on_log=on_log)
-    save_hf_llama(lm.eval(), llama_config_for(p.config, scale, lm.pe.rot_dim, length), p.tokenizer, folder)
+    result = train(lm, training_windows(p, length), cfg, seed=p.seed, on_log=log)
+    partial = folder.with_name(f".{folder.name}.{os.getpid()}")
+    save_hf_llama(lm.eval(), llama_config_for(p.config, scale, lm.pe.rot_dim, length), p.tokenizer, partial)
     write_json(
-        folder / "finetune.json",
+        partial / "finetune.json",
         {
             "steps": steps,
             "length": length,
             "lr": s.finetune_lr,
             "batch_size": 1,
+            "seed": p.seed,
             "train_loss": losses,
             "seconds": result.seconds,
         },
     )
+    try:
+        os.rename(partial, folder)
+    except OSError:  # another job put the same fine-tuned copy in place first: keep theirs
+        shutil.rmtree(partial, ignore_errors=True)
     return folder
 
 
