@@ -12,15 +12,17 @@ is put on ``sys.path``, so a ``_target_`` may name a module that sits in it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.resources
 import inspect
+import logging
 import os
 import sys
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,17 +109,29 @@ def target_class(node: Any, path: str) -> Any:
     The one way to read an option's ``_target_``: facts about a scheme, scaling, task or model
     live on its class, and callers ask the class.
     """
-    from hydra._internal.utils import _locate  # hydra.utils.get_object, without its log line on stderr
+    from hydra.utils import get_object
 
     target = (to_container(node) if not isinstance(node, dict) else node).get("_target_")
     if target is None:
         raise ConfigError(f"{path}: no _target_ in the config")
     user_config_dirs()  # a researcher's module in their config folder imports
     try:
-        return _locate(target)
+        with _quiet_logger("hydra.utils"):  # get_object logs the error it raises; the ConfigError says it
+            return get_object(target)
     except Exception as e:  # ImportError, AttributeError, or the module's own error
         reason = (str(e.__cause__ or e).strip().splitlines() or [type(e).__name__])[0]
         raise ConfigError(f"{path}._target_: cannot import '{target}' ({reason})") from None
+
+
+@contextlib.contextmanager
+def _quiet_logger(name: str) -> Iterator[None]:
+    """Silence the logger ``name`` (and its handlers' output) for the duration."""
+    logger = logging.getLogger(name)
+    saved, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = saved
 
 
 def option_file(group: str, option: str) -> Any:

@@ -87,25 +87,37 @@ def check_settings(launcher: dict[str, Any]) -> None:
             )
 
 
+def slurm_jobs(sweep_dir: Path) -> dict[int, str]:
+    """{job number: SLURM job id} of a sweep's jobs. Each job records its id when it starts
+    (``job.json``); Hydra's submitit launcher submits the jobs as one array in job order, so a job
+    that never started is task ``num`` of the array the others name."""
+    from posenc.launch.listing import read_job, read_sweep
+
+    jobs = range(len(read_sweep(sweep_dir)["jobs"]))
+    recorded = {num: read_job(Path(sweep_dir) / str(num)).get("slurm_job") for num in jobs}
+    arrays = {str(i).split("_")[0] for i in recorded.values() if i and "_" in str(i)}
+    array = arrays.pop() if len(arrays) == 1 else None
+    ids = {num: str(i) for num, i in recorded.items() if i}
+    return {num: ids.get(num) or f"{array}_{num}" for num in jobs if num in ids or array is not None}
+
+
 def settle(sweep_dir: Path) -> int:
     """Wait for every job the sweep submitted to SLURM, and mark failed, in its own folder, each
     one SLURM ended without a result; return how many. (Hydra's submitit launcher collects
     results in job order and stops at the first such job, leaving the later ones unwatched
     and the failed one listed as running.)"""
+    from omegaconf import OmegaConf
     from submitit import SlurmJob
-    from submitit.core.utils import DelayedSubmission, FailedJobError, UncompletedJobError
 
-    from posenc.launch.sweep import mark_failed
+    from posenc.launch.listing import mark_failed
 
+    # where the launcher put submitit's files: Hydra's own record of the sweep's launcher settings
+    folder = OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.launcher.submitit_folder
     failed = 0
-    # submitit's layout under the launcher's submitit_folder: <array>_<task>/<array>_<task>_submitted.pkl
-    for submitted in sorted(Path(sweep_dir).glob(".submitit/*/*_submitted.pkl")):
-        job = SlurmJob(folder=submitted.parent.parent / "%j", job_id=submitted.name.removesuffix("_submitted.pkl"))
-        num = DelayedSubmission.load(submitted).args[2]  # the launcher's arguments: overrides, key, job_num, ...
+    for num, job_id in sorted(slurm_jobs(sweep_dir).items()):
+        job = SlurmJob(folder=folder, job_id=job_id)
         job.wait()
-        try:
-            job.results()
-        except (FailedJobError, UncompletedJobError):
+        if job.exception() is not None:  # a job that ran returns its status: no result means SLURM ended it
             mark_failed(Path(sweep_dir) / str(num), ended_without_result(job))
             failed += 1
     return failed

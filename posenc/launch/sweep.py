@@ -8,40 +8,73 @@ A sweep folder (``posenc sweep`` makes it, Hydra's launcher fills it)::
         runs.csv, runs.md    one row per job: overrides, status, error line, run dir, scores
         stats.csv, stats.md  jobs that differ only by seed: n, mean, std, 95% t interval
         <job>/               Hydra's job folder (.hydra/, log) and the job's results root:
+            job.json         the job's number, overrides, its protocol's tables, its SLURM id
             runs/<run>/      the run directory the experiment protocol made
 
-Each job calls the protocol its config names (``protocol: posenc.experiments.train.run``; an
-``experiment/*.yaml`` sets its own), a function ``fn(cfg, *, results_root, resume=None)``
-returning ``(table, run_dir)``; a ``check_fn(cfg)`` beside it in its module checks a job's own
-settings before any job starts. Because a job's results root is its own folder, a job that a
-scheduler preempts and submitit requeues finds its run there and resumes it.
+Each job runs the protocol its config names (``protocol: {_target_: posenc.experiments.train.Train}``;
+an ``experiment/*.yaml`` sets its own), a class with ``tables``, ``check(cfg)`` and
+``run(cfg, ctx)`` (``posenc.engine.context.Experiment``). Every job's ``check`` runs before any job
+starts. Because a job's results root is its own folder, a job that a scheduler preempts and
+submitit requeues finds its run there and resumes it (``RunContext.resume``).
+
+Library code: progress goes to an ``on_event`` callback, outcomes are return values and
+exceptions (``Stopped``); the CLI prints them.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import inspect
-import json
+import logging
+import os
 import shutil
+import signal
+import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from posenc.analysis.stats import aggregate
-from posenc.core.errors import ConfigError, UserError
-from posenc.core.io import write_json, write_table
+from posenc.core.errors import ConfigError
+from posenc.core.io import write_json
+from posenc.engine.context import Experiment, RunContext, error_line, main_table
 from posenc.engine.results import RunDir, make_unique_dir
+from posenc.launch.listing import (
+    SWEEP_FILE,
+    job_run,
+    mark_failed,
+    record_job,
+    write_tables,
+)
+from posenc.launch.overrides import expand, explicit, split_overrides
 
-SWEEP_FILE = "sweep.json"
 SCHEMA_WARNING = r"(?s).*is validated against ConfigStore schema"
+# A submitit job unpickles ``_job`` (importing this module) before Hydra loads the launcher
+# config again; the filter has to be in place by then (see quiet_schema_matching).
+warnings.filterwarnings("ignore", message=SCHEMA_WARNING, category=UserWarning)
 
+__all__ = [
+    "SWEEP_FILE",
+    "Stopped",
+    "SweepPlan",
+    "check_jobs",
+    "check_launcher",
+    "create",
+    "expand",
+    "launch",
+    "launchers",
+    "plan",
+    "protocol_of",
+    "run",
+    "run_job",
+    "split_overrides",
+    "write_tables",
+]
 
 # Launchers that come from a Hydra plugin outside hydra-core: the plugin's module, and the extra
 # of posenc that installs it.
@@ -119,43 +152,60 @@ def check_launcher(launcher: str, hydra_overrides: Sequence[str]) -> None:
         check_settings(OmegaConf.to_container(cfg.hydra.launcher, resolve=False))
 
 
-def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(job overrides, Hydra overrides such as ``hydra.launcher.partition=gpu``)."""
-    hydra = [o for o in overrides if o.lstrip("+~").startswith("hydra.") or o.lstrip("+~").startswith("hydra/")]
-    return [o for o in overrides if o not in hydra], hydra
+def protocol_of(cfg: DictConfig) -> Experiment:
+    """The experiment protocol the config's ``protocol`` node names (``_target_``), built."""
+    from posenc.engine.config import instantiate
 
-
-def expand(overrides: Sequence[str]) -> list[list[str]]:
-    """Every job's overrides, in the order Hydra's basic sweeper numbers the jobs."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-        (jobs,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    except Exception as e:  # Hydra's parser and sweeper raise several types; all mean a bad override
-        raise ConfigError(f"cannot parse sweep override: {str(e).splitlines()[0]}") from None
-    return jobs
+    node = cfg.get("protocol")
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        raise ConfigError(
+            f"protocol: expected a node naming a protocol class, such as "
+            f"{{_target_: posenc.experiments.train.Train}}; got {node!r}"
+        )
+    protocol = instantiate(node, "protocol")
+    if not isinstance(protocol, Experiment):
+        raise ConfigError(
+            f"protocol._target_: '{node._target_}' is not an experiment protocol "
+            "(a class with tables, check(cfg) and run(cfg, ctx))"
+        )
+    return protocol
 
 
 def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
-    """Compose and build every job's config now (``check_<protocol>`` where the protocol's module
-    has one), so a mistake stops the sweep before any job."""
-    from posenc.engine.build import build
+    """Compose every job's config and run its protocol's ``check`` (it builds what the job will
+    build), so that a mistake stops the sweep before any job starts."""
     from posenc.engine.config import compose
 
     swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
     for job in jobs:
         try:
             cfg = compose(job)
-            fn = protocol(cfg)
-            # the protocol's own check builds what the job will build (experiment=extrapolation's
-            # cells, one per scale); without one, the job builds the config as it is
-            check = getattr(importlib.import_module(fn.__module__), f"check_{fn.__name__}", build)
-            check(cfg)
+            protocol_of(cfg).check(cfg)
         except ConfigError as e:
             where = " ".join(job[i] for i in swept)
             raise ConfigError(f"job {where}: {e}" if where else str(e)) from None
+
+
+@dataclass
+class SweepPlan:
+    """A checked sweep: its launcher, its overrides (each sweep written out, ``explicit``) and
+    every job's overrides in Hydra's order."""
+
+    launcher: str
+    job_overrides: list[str]
+    hydra_overrides: list[str]
+    jobs: list[list[str]] = field(default_factory=list)
+
+
+def plan(overrides: Sequence[str], launcher: str = "basic", check: bool = True) -> SweepPlan:
+    """Split, expand and check a sweep's overrides (``check_launcher``, ``check_jobs``): every
+    mistake is a ``ConfigError`` before anything is written."""
+    job_overrides, hydra_overrides = split_overrides(list(overrides))
+    check_launcher(launcher, hydra_overrides)
+    jobs = expand(job_overrides)
+    if check:
+        check_jobs(jobs)
+    return SweepPlan(launcher, explicit(job_overrides), hydra_overrides, jobs)
 
 
 def create(root: Path, overrides: Sequence[str], launcher: str, jobs: Sequence[Sequence[str]]) -> Path:
@@ -175,39 +225,107 @@ def create(root: Path, overrides: Sequence[str], launcher: str, jobs: Sequence[S
     return path
 
 
-def job_run(job_dir: Path) -> Path | None:
-    """The run directory of a job (None before the protocol made one)."""
-    runs = sorted((Path(job_dir) / "runs").glob("*/config.yaml"))
-    return runs[-1].parent if runs else None
+class Stopped(Exception):
+    """A stop signal (SIGTERM, SIGINT) ended the launcher; its workers are stopped."""
+
+    def __init__(self, name: str, sweep_dir: Path) -> None:
+        self.name, self.sweep_dir = name, sweep_dir
+        super().__init__(f"stopped by {name}: the launcher's workers are stopped; the jobs so far are in {sweep_dir}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + signal.Signals[self.name]
 
 
-def protocol(cfg: DictConfig) -> Callable[..., tuple[pd.DataFrame, RunDir]]:
-    """The function the config's ``protocol`` key names."""
-    name = str(cfg.get("protocol"))
-    module, _, attr = name.rpartition(".")
+def _job(cfg: Any) -> dict[str, Any]:
+    """What every launcher runs, here or in a submitit job (pickled by reference)."""
+    return run_job(cfg)
+
+
+def launch(sweep_dir: Path, launcher: str, job_overrides: Sequence[str], hydra_overrides: Sequence[str]) -> int:
+    """Hand the sweep to Hydra's ``@hydra.main`` as if from its own command line; Hydra's exit
+    code (0 when every job ran, failed or not). A stop signal raises ``Stopped``."""
+    import hydra
+
+    from posenc.engine.config import searchpath_overrides
+    from posenc.engine.signals import sigterm_unwinds
+
+    entry = hydra.main(config_path="pkg://posenc.configs", config_name="config", version_base="1.3")(_job)
+    argv = [
+        sys.argv[0],
+        "--multirun",
+        f"hydra/launcher={launcher}",
+        f"hydra.sweep.dir={sweep_dir}",
+        *searchpath_overrides(),
+        *hydra_overrides,
+        *job_overrides,
+    ]
+    saved, sys.argv = sys.argv, argv
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError):
-        fn = None
-    if not callable(fn):
-        raise ConfigError(f"protocol: cannot import '{name}'; it names a function such as posenc.experiments.train.run")
-    return fn
+        with quiet_schema_matching(), sigterm_unwinds():
+            entry()
+    except SystemExit as e:  # Hydra reports its own errors, then exits
+        return int(e.code or 0)
+    except KeyboardInterrupt as e:  # the launcher has stopped its workers
+        raise Stopped(str(e) if str(e) in ("SIGTERM", "SIGINT") else "SIGINT", sweep_dir) from None
+    finally:
+        sys.argv = saved
+        root.handlers[:], root.level = handlers, level  # Hydra configured logging for its jobs
+    return 0
 
 
-def run_protocol(cfg: DictConfig, results_root: Path, resume: Path | None = None) -> tuple[pd.DataFrame, RunDir]:
-    """Call the protocol ``cfg.protocol`` names; ``resume`` only if the protocol takes it."""
-    fn = protocol(cfg)
-    if resume is not None and "resume" in inspect.signature(fn).parameters:
-        return fn(cfg, results_root=results_root, resume=resume)
-    return fn(cfg, results_root=results_root)
+@dataclass
+class SweepOutcome:
+    """How a sweep ended: the launcher's exit code (0 when it saw every job to its end), and the
+    runs and statistics tables (``runs.csv``, ``stats.csv``)."""
+
+    sweep_dir: Path
+    code: int
+    runs: pd.DataFrame
+    stats: pd.DataFrame
+
+    @property
+    def failed(self) -> int:
+        """Jobs that did not complete."""
+        return int((self.runs["status"] != "completed").sum())
+
+
+def run(sweep_dir: Path, plan: SweepPlan) -> SweepOutcome:
+    """Launch a planned sweep into its folder and list its jobs. On SLURM, a job that SLURM ended
+    without a result (killed) is marked failed and the launcher's stop is not an error."""
+    code = launch(sweep_dir, plan.launcher, plan.job_overrides, plan.hydra_overrides)
+    if code and plan.launcher == "submitit_slurm":
+        from posenc.launch.slurm import settle
+
+        if settle(sweep_dir):
+            code = 0
+    runs, stats = write_tables(sweep_dir)
+    return SweepOutcome(Path(sweep_dir), code, runs, stats)
+
+
+def swept_columns(runs: pd.DataFrame, stats: pd.DataFrame) -> list[str]:
+    """The override columns that tell the jobs apart (seed last), for a listing of the runs."""
+    swept = [
+        c for c in runs.columns if c not in ("job", "status", "error") and c in stats.columns and runs[c].nunique() > 1
+    ]
+    return swept + (["seed"] if "seed" in runs and runs["seed"].nunique() > 1 else [])
+
+
+def _slurm_id() -> str | None:
+    """The SLURM id of this job (``<array>_<task>`` in an array), None outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
 def run_job(cfg: DictConfig) -> dict[str, Any]:
     """The body of one sweep job, inside Hydra (``HydraConfig`` is set).
 
     Runs the protocol into the job's folder, or resumes the run already there (a requeued
-    job). A failure is recorded (the run's summary says ``failed`` with its error line) and
-    does not stop the sweep; a stop signal propagates so that submitit can requeue the job.
+    job). A failure is recorded once: the run context marks the run ``failed``; a failure before
+    the protocol opened a run folder goes to ``error.json``. It does not stop the sweep; a stop
+    signal propagates so that submitit can requeue the job.
     """
     from hydra.core.hydra_config import HydraConfig
 
@@ -215,133 +333,22 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
 
     hc = HydraConfig.get()
     job_dir = Path(hc.runtime.output_dir)
+    overrides = list(hc.overrides.task)
+    record_job(job_dir, job=int(hc.job.num), overrides=overrides, slurm_job=_slurm_id())
     cfg = with_choices(cfg, hc.runtime.choices)
     previous = job_run(job_dir)
     if previous is not None and RunDir(previous).read_summary().get("status") == "completed":
         return {"status": "completed", "run_dir": str(previous)}
     try:
-        _, run = run_protocol(cfg, job_dir, resume=previous)
-        status = {"status": "completed", "run_dir": str(run.path)}
+        protocol = protocol_of(cfg)
+        record_job(job_dir, table=main_table(protocol).name, tables=[t.name for t in protocol.tables])
+        device = str(cfg.train.get("device", "auto")) if "train" in cfg else "auto"
+        ctx = RunContext(root=job_dir, resume=previous, overrides=overrides, device_name=device)
+        result = protocol.run(cfg, ctx)
+        record_job(job_dir, run_dir=str(result.run.path))
+        status = {"status": "completed", "run_dir": str(result.run.path)}
     except Exception as e:
-        status = {"status": "failed", "error": _error_line(e), "run_dir": str(job_run(job_dir) or "")}
+        status = {"status": "failed", "error": error_line(e), "run_dir": str(job_run(job_dir) or "")}
         mark_failed(job_dir, status["error"])
     write_tables(Path(hc.sweep.dir))  # the listing is fresh whenever a job ends
     return status
-
-
-def mark_failed(job_dir: Path, error: str) -> None:
-    """Record a job's failure: in its run's summary (unless the protocol did), or in
-    ``error.json`` when it failed before the protocol made a run directory."""
-    run = job_run(job_dir)
-    if run is None:
-        write_json(Path(job_dir) / "error.json", {"status": "failed", "error": error, "run_dir": ""})
-    elif RunDir(run).read_summary().get("status") != "failed":
-        RunDir(run).update_summary(status="failed", error=error)
-
-
-def _error_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def read_sweep(sweep_dir: Path) -> dict[str, Any]:
-    path = Path(sweep_dir) / SWEEP_FILE
-    if not path.is_file():
-        raise UserError(f"'{sweep_dir}' is not a sweep directory (no {SWEEP_FILE})")
-    return json.loads(path.read_text())
-
-
-def _override_columns(job: Sequence[str]) -> dict[str, str]:
-    return {o.lstrip("+~").split("=", 1)[0]: o.split("=", 1)[1] if "=" in o else "" for o in job}
-
-
-def runs_table(sweep_dir: Path) -> pd.DataFrame:
-    """One row per planned job: its overrides, status, error line, run directory and, for a
-    completed run with a one-row table, that row's float columns (its scores)."""
-    sweep = read_sweep(sweep_dir)
-    rows = []
-    for num, job in enumerate(sweep["jobs"]):
-        job_dir = Path(sweep_dir) / str(num)
-        run = job_run(job_dir)
-        row: dict[str, Any] = {"job": num, **_override_columns(job), "status": "pending", "error": ""}
-        if run is not None:
-            summary = RunDir(run).read_summary()
-            error = (summary.get("error") or "").strip().splitlines()
-            row.update(status=summary.get("status", "running"), error=error[0] if error else "")
-            row["run_dir"] = str(run)
-            table_path = run_table(run)
-            if row["status"] == "completed" and table_path.exists():
-                table = pd.read_csv(table_path)
-                if len(table) == 1:
-                    row.update({k: v for k, v in table.iloc[0].items() if isinstance(v, float) and k not in row})
-        elif (job_dir / "error.json").exists():
-            row.update(status="failed", error=json.loads((job_dir / "error.json").read_text())["error"])
-        elif job_dir.exists():
-            row["status"] = "running"
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def run_table(run: Path, name: str | None = None) -> Path:
-    """A run's table ``name``.csv; by default its main table, which the summary names when it
-    is not ``table`` (``posenc order`` writes ``order.csv``)."""
-    return Path(run) / f"{name or RunDir(run).read_summary().get('table', 'table')}.csv"
-
-
-def long_table(sweep_dir: Path, name: str | None = None) -> pd.DataFrame:
-    """Every row of every job's table (its main table, or the table ``name`` such as
-    ``similarity``), failed and unfinished jobs as one row without scores, with the job's
-    override columns and status in front."""
-    sweep = read_sweep(sweep_dir)
-    parts = []
-    for num, job in enumerate(sweep["jobs"]):
-        run = job_run(Path(sweep_dir) / str(num))
-        front = {"job": num, **_override_columns(job)}
-        status = RunDir(run).read_summary().get("status") if run is not None else "pending"
-        table_path = run_table(run, name) if run is not None else None
-        if status == "completed" and table_path is not None and table_path.exists():
-            table = pd.read_csv(table_path)
-            table = table.drop(columns=[c for c in front if c in table.columns])
-            parts.append(pd.concat([pd.DataFrame([front] * len(table)), table], axis=1).assign(status=status))
-        else:
-            parts.append(pd.DataFrame([{**front, "status": status}]))
-    return pd.concat(parts, ignore_index=True)
-
-
-def stats_table(sweep_dir: Path) -> pd.DataFrame:
-    """Jobs that differ only by ``seed``: n, mean, std and 95% t interval of every float column."""
-    sweep = read_sweep(sweep_dir)
-    table = long_table(sweep_dir)
-    override_keys = list(_override_columns(sweep["jobs"][0]) if sweep["jobs"] else {})
-    # float scores and pass/fail flags (a flag's mean is the fraction of seeds where it holds)
-    metrics = [
-        c
-        for c in table.columns
-        if c not in override_keys
-        and c not in ("job", "status")
-        and c != "seed"
-        and (pd.api.types.is_float_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]))
-    ]
-    # table columns that tell one run's rows apart (a length, a scaling method) are kept as keys
-    identity = [
-        c
-        for c in table.columns
-        if c not in override_keys
-        and c not in metrics
-        and c not in ("job", "status", "seed")
-        and (table.groupby("job")[c].nunique() > 1).any()
-    ]
-    # a table's own key column named like an output column of ``aggregate`` (the extrapolation
-    # table's ``metric``: bpb or ppl) is renamed, so that both stay readable
-    taken = ("metric", "n", "mean", "std", "ci95_low", "ci95_high", "failed")
-    renamed = {c: "measure" if c == "metric" else f"row_{c}" for c in identity if c in taken}
-    keys = [k for k in override_keys if k != "seed"] + [renamed.get(c, c) for c in identity]
-    return aggregate(table.rename(columns=renamed), keys, metrics)
-
-
-def write_tables(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write ``runs.{csv,md}`` and ``stats.{csv,md}`` into the sweep folder and return them."""
-    runs, stats = runs_table(sweep_dir), stats_table(sweep_dir)
-    write_table(runs, Path(sweep_dir), "runs")
-    write_table(stats, Path(sweep_dir), "stats")
-    return runs, stats

@@ -25,7 +25,7 @@ _NOT_KEYS = ("_target_", "description")
 
 def runs_of(path: Path) -> list[Path]:
     """The run directories an input names: itself, or every run of a sweep folder."""
-    from posenc.launch.sweep import SWEEP_FILE, job_run, read_sweep
+    from posenc.launch.listing import SWEEP_FILE, job_run, read_sweep
 
     path = Path(path)
     if (path / "config.yaml").is_file():
