@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
+from posenc.cli.common import ConfigDir, EventBar, Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
 from posenc.cli.order import names
 
 
@@ -29,19 +29,24 @@ def check(
     Example: posenc check --pe rope,sinusoidal pe.base=500000
     """
     with user_errors():
+        from posenc.engine.context import RunContext
         from posenc.engine.results import results_root
         from posenc.experiments.check import plan, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
-        schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), list(overrides or []), seed or 0)
-        table, run_dir = run(
-            schemes, skipped, results_root=root, seed=seed or 0, config={"overrides": list(overrides or [])}
-        )
+        given = list(overrides or [])
+        schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), given, seed or 0)
+        with EventBar(quiet) as bar:
+            ctx = RunContext(root, on_event=bar, overrides=given)
+            result = run(schemes, skipped, ctx, seed=seed or 0, config={"overrides": given})
+    table, run_dir = result.table, result.run
     shown = table if not quiet else table[~table.passed.astype(bool)]
     if len(shown):
         console.print(
-            shown.drop(columns=["note"]).to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True
+            shown.drop(columns=["seed", "note"]).to_markdown(index=False, floatfmt=".3g"),
+            highlight=False,
+            soft_wrap=True,
         )
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
     failed = int((~table.passed.astype(bool)).sum())

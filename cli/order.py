@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 
 from posenc.cli.common import (
     ConfigDir,
+    EventBar,
     Overrides,
-    Progress,
     Quiet,
     ResultsDir,
     Seed,
@@ -54,6 +53,7 @@ def order(
     """
     with user_errors():
         from posenc.core.errors import ConfigError
+        from posenc.engine.context import RunContext
         from posenc.engine.results import results_root
         from posenc.experiments.order import plan, run
 
@@ -61,19 +61,12 @@ def order(
 
         if permutations < 1:
             raise ConfigError(f"--permutations must be >= 1, got {permutations}")
-        cells, skipped = plan(
-            names(model, "--model"),
-            names(pe, "--pe"),
-            names(task, "--task"),
-            overrides_from({"train.steps": steps, "seed": seed}, overrides),
-        )
-
-        @contextmanager
-        def progress(label: str, total: int):
-            with Progress(total, quiet, f"order {label}") as bar:
-                yield bar
-
-        table, run_dir = run(cells, skipped, permutations=permutations, results_root=root, progress=progress)
-    show = table.drop(columns=[c for c in ("task", "train_seconds") if c in table])
+        given = overrides_from({"train.steps": steps, "seed": seed}, overrides)
+        cells, skipped = plan(names(model, "--model"), names(pe, "--pe"), names(task, "--task"), given)
+        with EventBar(quiet) as bar:
+            ctx = RunContext(root, on_event=bar, overrides=given, device_name=cells[0].setup.train.device)
+            result = run(cells, skipped, ctx, permutations=permutations)
+    table = result.table
+    show = table.drop(columns=[c for c in ("task", "seed", "train_seconds") if c in table])
     console.print(show.to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
-    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
+    console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

@@ -8,8 +8,8 @@ import typer
 
 from posenc.cli.common import (
     ConfigDir,
+    EventBar,
     Overrides,
-    Progress,
     Quiet,
     ResultsDir,
     Seed,
@@ -65,6 +65,7 @@ def resolution(
     """
     with user_errors():
         from posenc.engine.config import compose, options_where
+        from posenc.engine.context import RunContext
         from posenc.engine.results import results_root
         from posenc.experiments.resolution import run
 
@@ -82,9 +83,11 @@ def resolution(
         if res is not None:
             options["resolution.resolutions"] = "[" + ",".join(map(str, split_list(res, "--res", int))) + "]"
         names = split_list(pe, "--pe") if pe is not None else options_where("pe", lambda c: c.ndim == 2)
-        cfgs = [compose(["experiment=resolution", f"pe={name}", *overrides_from(options, overrides)]) for name in names]
-        total = sum(c.train.steps for c in cfgs)
-        with Progress(total, quiet, f"resolution {','.join(names)}") as progress:
-            table, run_dir = run(cfgs, results_root=root, on_log=progress)
+        given = overrides_from(options, overrides)
+        cfgs = [compose(["experiment=resolution", f"pe={name}", *given]) for name in names]
+        with EventBar(quiet) as bar:
+            ctx = RunContext(root, on_event=bar, overrides=given, device_name=str(cfgs[0].train.device))
+            result = run(cfgs, ctx)
+    table = result.table.drop(columns=["seed"])
     console.print(table.to_markdown(index=False, floatfmt=".3f"), highlight=False, soft_wrap=True)
-    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
+    console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

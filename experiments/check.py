@@ -26,14 +26,22 @@ from omegaconf import DictConfig
 
 from posenc.analysis import properties as props
 from posenc.core.errors import ConfigError
-from posenc.core.io import write_table
 from posenc.engine.config import compose, experiment_settings, instantiate, list_options
-from posenc.engine.results import RunDir
+from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.pe.base import PositionScheme
 from posenc.reporting.style import pyplot, save_figure
 
 SHIFT_DELTAS = [1, 3, 17, 100]
-COLUMNS = ["claim", "check", "pe", "measured", "criterion", "tolerance", "passed", "note"]
+COLUMNS = ["claim", "check", "pe", "seed", "measured", "criterion", "tolerance", "passed", "note"]
+TABLES = (
+    TableSpec(
+        "check",
+        keys=("claim", "check", "pe"),
+        pairs=("seed",),
+        main=True,
+        description="one row per measured number: its tolerance and whether it passed",
+    ),
+)
 
 
 @dataclass
@@ -92,7 +100,8 @@ def is_fixed_embedding(pe: PositionScheme) -> bool:
 
 
 def planned(scheme: Scheme, seed: int = 0) -> list[tuple[str, str, Callable[[], props.Measurement]]]:
-    """(claim, kind, measure) for every check that applies to one scheme, by its capabilities."""
+    """(claim, check id, measure) for every check that applies to one scheme, by its capabilities
+    (the check id, ``Measurement.kind``, names the check's figure: ``c9_relative.png``)."""
     pe, h, heads = scheme.pe, scheme.head_dim, scheme.n_heads
     calls: list[tuple[str, str, Callable[[], props.Measurement]]] = []
     if is_fixed_embedding(pe):
@@ -129,18 +138,18 @@ def planned(scheme: Scheme, seed: int = 0) -> list[tuple[str, str, Callable[[], 
 def measurements(scheme: Scheme, seed: int = 0) -> list[props.Measurement]:
     """Every check that applies to one scheme; one that cannot run on it fails with the reason."""
     out = []
-    for claim, kind, measure in planned(scheme, seed):
+    for claim, check_id, measure in planned(scheme, seed):
         try:
             out.append(measure())
         except Exception as e:  # the scheme breaks an assumption of the check: that is a failure too
             out.append(
                 props.Measurement(
                     claim,
-                    f"{kind} could not run",
+                    f"{check_id} could not run",
                     float("nan"),
                     float("nan"),
                     note=f"{type(e).__name__}: {e}",
-                    kind=kind,
+                    kind=check_id,
                 )
             )
     return out
@@ -149,25 +158,26 @@ def measurements(scheme: Scheme, seed: int = 0) -> list[props.Measurement]:
 def run(
     schemes: list[Scheme],
     skipped: list[dict[str, str]],
+    ctx: RunContext,
     *,
-    results_root: Path,
     seed: int = 0,
     config: dict | None = None,
-) -> tuple[pd.DataFrame, RunDir]:
+) -> Result:
     """Measure, write check.csv/.md, one PNG per check, and the summary (``passed`` overall)."""
-    run_dir = RunDir.create(
-        results_root,
-        "check",
-        {**(config or {}), "schemes": {s.name: s.model for s in schemes}, "seed": seed, "skipped": skipped},
-    )
-    try:
-        results = [(s, m) for s in schemes for m in measurements(s, seed)]
+    config = {**(config or {}), "schemes": {s.name: s.model for s in schemes}, "seed": seed, "skipped": skipped}
+    with ctx.running("check", config) as run_dir:
+        results = []
+        ctx.emit("stage", "check", total=len(schemes))
+        for i, s in enumerate(schemes):
+            results += [(s, m) for m in measurements(s, seed)]
+            ctx.emit("advance", "check", done=i + 1, info=s.name)
         table = pd.DataFrame(
             [
                 {
                     "claim": m.claim,
                     "check": m.check,
                     "pe": s.name,
+                    "seed": seed,
                     "measured": m.measured,
                     "criterion": "≤" if m.at_most else "≥",
                     "tolerance": m.tolerance,
@@ -178,30 +188,24 @@ def run(
             ],
             columns=COLUMNS,
         )
-        write_table(table, run_dir.path, "check")
+        result = ctx.write(run_dir, TABLES, {"check": table})
         figures = plot(results, run_dir.path)
-    except BaseException as e:
-        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
-        raise
-    n_failed = int((~table.passed.astype(bool)).sum())
-    capabilities = {
-        "fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
-        "rotates_qk (C9, C10)": any(s.pe.rotates_qk for s in schemes),
-        "rotates_qk, ndim 2 (C9 2D)": any(s.pe.rotates_qk and s.pe.ndim == 2 for s in schemes),
-        "adds_bias (C8)": any(s.pe.adds_bias for s in schemes),
-    }
-    run_dir.update_summary(
-        status="completed",
-        run_dir=str(run_dir.path),
-        checks=len(table),
-        failed=n_failed,
-        passed=n_failed == 0,
-        figures=figures,
-        skipped=skipped,
-        not_checked=[k for k, v in capabilities.items() if not v],
-        table="check",
-    )
-    return table, run_dir
+        n_failed = int((~table.passed.astype(bool)).sum())
+        capabilities = {
+            "fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
+            "rotates_qk (C9, C10)": any(s.pe.rotates_qk for s in schemes),
+            "rotates_qk, ndim 2 (C9 2D)": any(s.pe.rotates_qk and s.pe.ndim == 2 for s in schemes),
+            "adds_bias (C8)": any(s.pe.adds_bias for s in schemes),
+        }
+        run_dir.update_summary(
+            checks=len(table),
+            failed=n_failed,
+            passed=n_failed == 0,
+            figures=figures,
+            skipped=skipped,
+            not_checked=[k for k, v in capabilities.items() if not v],
+        )
+    return result
 
 
 @dataclass
@@ -214,36 +218,41 @@ class CheckConfig:
     overrides: list[str] = field(default_factory=list)
 
 
-def check_job(cfg: DictConfig) -> tuple[CheckConfig, list[Scheme], list[dict[str, str]]]:
-    """The settings and the built schemes of a sweep job (``posenc sweep`` calls this first)."""
-    settings = experiment_settings(cfg, "check", CheckConfig)
-    schemes, skipped = plan(settings.pes, settings.models, settings.overrides, int(cfg.seed))
-    return settings, schemes, skipped
+class Check:
+    """The protocol of ``experiment=check``: every check on every planned scheme at the config's seed."""
 
+    tables = TABLES
 
-def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
-    """The sweep protocol (``experiment=check``): every check at the config's seed."""
-    settings, schemes, skipped = check_job(cfg)
-    return run(
-        schemes, skipped, results_root=results_root, seed=int(cfg.seed), config={"overrides": settings.overrides}
-    )
+    def plan(self, cfg: DictConfig) -> tuple[CheckConfig, list[Scheme], list[dict[str, str]]]:
+        """The settings and the built schemes of the config."""
+        settings = experiment_settings(cfg, "check", CheckConfig)
+        schemes, skipped = plan(settings.pes, settings.models, settings.overrides, int(cfg.seed))
+        return settings, schemes, skipped
+
+    def check(self, cfg: DictConfig) -> None:
+        """Every name checked and every scheme built, as the run builds them."""
+        self.plan(cfg)
+
+    def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
+        settings, schemes, skipped = self.plan(cfg)
+        return run(schemes, skipped, ctx, seed=int(cfg.seed), config={"overrides": settings.overrides})
 
 
 def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:
     """One PNG per kind of check that ran; returns their file names."""
     plt = pyplot()
 
-    by_kind: dict[str, list[tuple[Scheme, props.Measurement]]] = {}
+    by_check: dict[str, list[tuple[Scheme, props.Measurement]]] = {}
     for s, m in results:
         if math.isfinite(m.measured):  # a check that could not run has nothing to draw
-            by_kind.setdefault(m.kind, []).append((s, m))
+            by_check.setdefault(m.kind, []).append((s, m))
     written = []
-    for kind, items in by_kind.items():
-        fig = _FIGURES[kind](plt, items)
-        fig.suptitle(f"{items[0][1].claim}: {_TITLES[kind]}", fontsize=10)
+    for check_id, items in by_check.items():
+        fig = _FIGURES[check_id](plt, items)
+        fig.suptitle(f"{items[0][1].claim}: {_TITLES[check_id]}", fontsize=10)
         fig.tight_layout()
-        save_figure(fig, folder / f"{kind}.png")
-        written.append(f"{kind}.png")
+        save_figure(fig, folder / f"{check_id}.png")
+        written.append(f"{check_id}.png")
     return written
 
 

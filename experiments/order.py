@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,20 +29,26 @@ from omegaconf import DictConfig
 
 from posenc.analysis.permutation import permutation_test
 from posenc.core.errors import ConfigError
-from posenc.core.io import write_table
-from posenc.engine.build import Setup, build
+from posenc.engine.build import Setup, build, takes_patches
 from posenc.engine.config import compose, experiment_settings, list_options
+from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
-from posenc.engine.results import RunDir
-from posenc.engine.training import TrainResult, resolve_device, train
-from posenc.experiments.train import eval_data, input_size
+from posenc.engine.training import TrainResult, train
 from posenc.reporting.style import pyplot, save_figure
 from posenc.tasks.base import Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
 TRAIN_OPTION = "order"  # configs/train/order.yaml: short sequences, a few hundred steps
 
-ProgressFactory = Callable[[str, int], AbstractContextManager[Callable[[dict[str, Any]], None] | None]]
+TABLES = (
+    TableSpec(
+        "order",
+        keys=("model", "attention", "pe", "task", "phase"),
+        pairs=("seed",),
+        main=True,
+        description="permutation scores and order-task accuracy per cell, at init and trained",
+    ),
+)
 
 
 @dataclass
@@ -78,11 +83,6 @@ def order_tasks() -> list[str]:
     return [name for name in list_options("task") if (cls := _task_class(name)) is not None and cls.order_labels]
 
 
-def _is_image_task(name: str) -> bool:
-    cls = _task_class(name)
-    return cls is not None and cls.kind == "image"
-
-
 def _check_names(group: str, names: Sequence[str]) -> None:
     valid = list_options(group)
     for name in names:
@@ -96,9 +96,17 @@ def _has_train_override(overrides: Sequence[str]) -> bool:
 
 def _cells(model: str, pe: str, task: str, overrides: Sequence[str]) -> list[Cell]:
     """The built cells of one model, scheme and task: with and without the causal mask when the
-    model has a ``causal`` key, else the model as configured."""
-    names = [f"model={model}", f"pe={pe}", f"task={task}", *overrides]
-    modes = [True, False] if "causal" in compose(names).model else [None]
+    model has a ``causal`` key, else the model as configured.
+
+    A model that reads tokens trains with configs/train/order.yaml (short sequences) unless the
+    user picked a train option; one that takes image patches keeps the default training (its
+    input size is the task's resolution, not ``train.seq_len``).
+    """
+    picked = [f"model={model}", f"pe={pe}", f"task={task}"]
+    cfg = compose([*picked, *overrides])
+    short = [] if _has_train_override(overrides) or takes_patches(cfg) else [f"train={TRAIN_OPTION}"]
+    names = [*picked, *short, *overrides]
+    modes = [True, False] if "causal" in cfg.model else [None]
     cells = []
     for causal in modes:
         setup = build(compose([*names, *([] if causal is None else [f"model.causal={str(causal).lower()}"])]))
@@ -135,18 +143,13 @@ def plan(
     task_names = list(tasks or order_task_names)
     if not task_names:
         raise ConfigError("no order task in the config tree (a task class with order_labels = True)")
-    # sequence tasks train with configs/train/order.yaml unless the user picked a train option;
-    # image tasks keep the default (their size comes from the task, not train.seq_len)
-    base = {
-        t: [] if _has_train_override(overrides) or _is_image_task(t) else [f"train={TRAIN_OPTION}"] for t in task_names
-    }
     cells, skipped = [], []
     for model in model_names:
         for pe in pe_names:
             reasons = []
             for task in task_names:  # the first order task the model fits
                 try:
-                    cells.extend(_cells(model, pe, task, [*base[task], *overrides]))
+                    cells.extend(_cells(model, pe, task, overrides))
                     break
                 except ConfigError as e:
                     reasons.append(f"{task}: {e}")
@@ -162,34 +165,30 @@ def plan(
     return cells, skipped
 
 
-def task_data(setup: Setup) -> tuple[Callable[[int, torch.Generator], Any], tuple[torch.Tensor, torch.Tensor]]:
-    """Training batches and the evaluation set of a sequence task or an image task.
+def input_size(setup: Setup) -> int:
+    """The size of the cell's batches: ``train.seq_len`` tokens, or the image task's resolution."""
+    return setup.task.input_size(setup.train.seq_len)
 
-    Sequence tasks (``eval_windows``) are cut at ``train.seq_len``; image tasks (``kind ==
-    "image"``, the ViT's) give one label per image and have their own resolution.
-    """
-    task, ev, size = setup.task, setup.eval, input_size(setup)
-    batches = lambda b, g: task.train_batch(b, size, g)  # noqa: E731
-    if task.kind == "image":
-        return batches, task.eval_set(max_items=ev.max_windows)
-    return batches, task.eval_windows(size, ev.max_windows)
+
+def eval_data(setup: Setup, max_items: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The task's fixed evaluation set at the cell's input size: windows or images, and targets."""
+    return setup.task.eval_set(input_size(setup), max_items)
 
 
 def chance_of(task: Task, targets: torch.Tensor) -> float:
     """The accuracy of a model blind to order: the task's ``chance_accuracy`` if it states one,
-    else always answering the most frequent class of the evaluated labels (never below 1/C)."""
+    else always answering the most frequent class of the evaluated labels (at least 1/C of C
+    classes, since the most frequent of C classes holds at least 1/C of the labels)."""
     if task.chance_accuracy is not None:
         return float(task.chance_accuracy)
     scored = targets[targets != IGNORE_INDEX]
-    majority = float(scored.bincount().max()) / len(scored) if len(scored) else float("nan")
-    classes = task.num_classes if task.kind == "image" else None
-    return max(majority, 1.0 / classes) if classes else majority
+    return float(scored.bincount().max()) / len(scored) if len(scored) else float("nan")
 
 
 def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> dict[str, Any]:
     """The permutation scores and the order-task accuracy of the cell's model as it is now."""
     setup = cell.setup
-    x, y = task_data(setup)[1]
+    x, y = eval_data(setup, setup.eval.max_windows)
     scores = permutation_test(
         setup.model, x, permutations, torch.Generator().manual_seed(seed), batch_size=setup.eval.batch_size
     )
@@ -205,15 +204,15 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     return row
 
 
-def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> TrainResult:
+def train_cell(cell: Cell, device: torch.device, on_log: Callable[[dict[str, Any]], Any]) -> TrainResult:
     """Train the cell's model on its task with the one training loop, to its target or the cap,
     validating on ``eval.periodic_windows`` items every ``train.eval_every`` steps."""
     setup = cell.setup
-    device = resolve_device(setup.train.device)
+    size = input_size(setup)
     periodic = eval_data(setup, setup.eval.periodic_windows)
     return train(
         setup.model,
-        task_data(setup)[0],
+        lambda b, g: setup.task.train_batch(b, size, g),
         setup.train,
         seed=setup.seed,
         on_log=on_log,
@@ -222,40 +221,36 @@ def train_cell(cell: Cell, on_log: Callable[[dict[str, Any]], Any]) -> TrainResu
     )
 
 
-def run(
-    cells: list[Cell],
-    skipped: list[dict[str, str]],
-    *,
-    permutations: int,
-    results_root: Path,
-    progress: ProgressFactory | None = None,
-) -> tuple[pd.DataFrame, RunDir]:
-    """Measure at init, train, measure again; write the table, a plot and the summary."""
+def run(cells: list[Cell], skipped: list[dict[str, str]], ctx: RunContext, *, permutations: int) -> Result:
+    """Measure at init, train, measure again, cell by cell into one run folder; write the table
+    (after every cell, so a stopped run keeps what it measured), a plot and the summary."""
     if permutations < 1:
         raise ConfigError(f"--permutations must be >= 1, got {permutations}")
+    if not cells:
+        raise ConfigError("no cell to run")
     config = {"permutations": permutations, "cells": {c.label: c.setup.config for c in cells}, "skipped": skipped}
-    run_dir = RunDir.create(results_root, "order", config)
-    rows = []
-    try:
+    device = ctx.device
+    rows: list[dict[str, Any]] = []
+    with ctx.running("order", config) as run_dir:
         for cell in cells:
             setup = cell.setup
-            device = resolve_device(setup.train.device)
             setup.model.to(device)
             head = {"model": cell.model, "attention": cell.attention, "pe": cell.pe, "task": cell.task}
-            rows.append({**head, "phase": "init", **measure(cell, permutations, device, setup.seed)})
+            seed = {"seed": setup.seed}
+            rows.append({**head, "phase": "init", **seed, **measure(cell, permutations, device, setup.seed)})
             started = time.perf_counter()
-            with progress(cell.label, setup.train.steps) if progress else nullcontext() as bar:
+            advance = ctx.stage(f"order {cell.label}", setup.train.steps)
 
-                def log(record: dict[str, Any], head: dict[str, str] = head, bar: Any = bar) -> None:
-                    run_dir.log({**head, **record})
-                    if bar is not None:
-                        bar(record)
+            def log(record: dict[str, Any], head: dict[str, str] = head, advance: Any = advance) -> None:
+                ctx.log(run_dir, {**head, **record})
+                advance(record)
 
-                result = train_cell(cell, log)
+            result = train_cell(cell, device, log)
             rows.append(
                 {
                     **head,
                     "phase": "trained",
+                    **seed,
                     **measure(cell, permutations, device, setup.seed),
                     "train_loss": result.train_loss,
                     "steps": result.steps,
@@ -263,22 +258,11 @@ def run(
                     "train_seconds": time.perf_counter() - started,
                 }
             )
-            write_table(pd.DataFrame(rows), run_dir.path, "order")
-    except BaseException as e:
-        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
-        raise
-    table = pd.DataFrame(rows)
-    write_table(table, run_dir.path, "order")
-    plot(table, run_dir.path / "order.png")
-    run_dir.update_summary(
-        status="completed",
-        run_dir=str(run_dir.path),
-        rows=len(table),
-        skipped=skipped,
-        invariance_tolerance=INVARIANCE_TOL,
-        table="order",
-    )
-    return table, run_dir
+            out = ctx.write(run_dir, TABLES, {"order": pd.DataFrame(rows)})
+        table = out.table
+        plot(table, run_dir.path / "order.png")
+        run_dir.update_summary(rows=len(table), skipped=skipped, invariance_tolerance=INVARIANCE_TOL)
+    return out
 
 
 @dataclass
@@ -293,19 +277,26 @@ class OrderConfig:
     overrides: list[str] = field(default_factory=list)
 
 
-def check_job(cfg: DictConfig) -> tuple[OrderConfig, list[Cell], list[dict[str, str]]]:
-    """The settings and the built cells of a sweep job (``posenc sweep`` calls this first)."""
-    settings = experiment_settings(cfg, "order", OrderConfig)
-    if settings.permutations < 1:
-        raise ConfigError(f"order.permutations must be >= 1, got {settings.permutations}")
-    cells, skipped = plan(settings.models, settings.pes, settings.tasks, [*settings.overrides, f"seed={cfg.seed}"])
-    return settings, cells, skipped
+class Order:
+    """The protocol of ``experiment=order``: every planned cell at the config's seed, one run folder."""
 
+    tables = TABLES
 
-def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
-    """The sweep protocol (``experiment=order``): every planned cell at the config's seed."""
-    settings, cells, skipped = check_job(cfg)
-    return run(cells, skipped, permutations=settings.permutations, results_root=results_root)
+    def plan(self, cfg: DictConfig) -> tuple[OrderConfig, list[Cell], list[dict[str, str]]]:
+        """The settings and the built cells of the config."""
+        settings = experiment_settings(cfg, "order", OrderConfig)
+        if settings.permutations < 1:
+            raise ConfigError(f"order.permutations must be >= 1, got {settings.permutations}")
+        cells, skipped = plan(settings.models, settings.pes, settings.tasks, [*settings.overrides, f"seed={cfg.seed}"])
+        return settings, cells, skipped
+
+    def check(self, cfg: DictConfig) -> None:
+        """Every name, setting and cell checked, each cell built as the run builds it."""
+        self.plan(cfg)
+
+    def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
+        settings, cells, skipped = self.plan(cfg)
+        return run(cells, skipped, ctx, permutations=settings.permutations)
 
 
 def plot(table: pd.DataFrame, path: Path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,17 +25,40 @@ from safetensors.torch import save
 
 from posenc.analysis.similarity import cosine_similarity_matrix, grid_rank_correlation
 from posenc.core.errors import ConfigError
-from posenc.core.io import atomic_write_bytes, write_table
+from posenc.core.io import atomic_write_bytes
 from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings
+from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
 from posenc.engine.results import RunDir
-from posenc.engine.training import resolve_device, train
+from posenc.engine.training import train
 from posenc.experiments.cache import TRAINED_AT, cache_dir, trained
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES, SMOOTH_MODES
 from posenc.reporting.style import pyplot, save_figure
+
+TABLES = (
+    TableSpec(
+        "table",
+        keys=("pe", "method", "finetune_steps"),
+        pairs=("seed",),
+        main=True,
+        description="accuracy per scheme x method x fine-tune, one column per evaluation resolution (<res>px)",
+    ),
+    TableSpec(
+        "long",
+        keys=("pe", "method", "finetune_steps", "resolution"),
+        pairs=("seed",),
+        description="the same accuracies, one row per evaluation resolution",
+    ),
+    TableSpec(
+        "similarity",
+        keys=("pe",),
+        pairs=("seed",),
+        description="rank correlation of a learned table's patch similarity with grid distance (C6)",
+    ),
+)
 
 
 @dataclass
@@ -162,15 +184,11 @@ def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path
     save_figure(fig, path, dpi=110, tight=True)
 
 
-def run(
-    cfgs: list[DictConfig],
-    *,
-    results_root: Path,
-    on_log: Callable[[dict[str, Any]], None] | None = None,
-) -> tuple[pd.DataFrame, RunDir]:
-    """One config per scheme (same resolution settings); returns the wide accuracy table.
+def run(cfgs: list[DictConfig], ctx: RunContext) -> Result:
+    """One config per scheme (same resolution settings), into one run folder; returns the wide
+    accuracy table (``table``), ``long`` and, for schemes that add an embedding, ``similarity``.
 
-    Every config is built and checked before the run directory exists.
+    Every config is built and checked before the run folder exists.
     """
     if not cfgs:
         raise ConfigError("no scheme to run")
@@ -180,49 +198,44 @@ def run(
     names = [s.config["choices"]["pe"] for s in setups]
     if len(set(names)) != len(names):
         raise ConfigError(f"each scheme once, please: {', '.join(names)}")
-    run_dir = RunDir.create(
-        results_root,
-        "resolution-" + "-".join(names),
-        {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]},
-    )
-    try:
-        long, similarity = _run(setups, plans, settings, run_dir, cache_dir(setups[0].config, results_root), on_log)
-    except BaseException as e:
-        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
-        raise
-    table = long.pivot_table(
-        index=["pe", "method", "finetune_steps"], columns="resolution", values="accuracy", sort=False
-    ).reset_index()
-    table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
-    ended = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
-    table = table.merge(ended, on="pe", how="left")
-    write_table(table, run_dir.path)
-    write_table(long, run_dir.path, "long")
+    config = {"resolution": dataclasses.asdict(settings), "runs": [s.config for s in setups]}
     task = setups[0].task
-    plot_accuracy(long, task.resolution, 1 / task.num_classes, run_dir.path / "accuracy.png")
-    if similarity:
-        write_table(pd.DataFrame(similarity), run_dir.path, "similarity")
-    run_dir.update_summary(
-        status="completed",
-        run_dir=str(run_dir.path),
-        train_resolution=task.resolution,
-        chance=1 / task.num_classes,
-        similarity=similarity,
-        training=ended.astype(object).where(ended.notna(), None).to_dict("records"),
-        models=[{k: r[k] for k in ("pe", "cache", "reused")} for r in run_dir.records],
-    )
-    return table, run_dir
+    chance = 1 / task.num_classes
+    with ctx.running("resolution-" + "-".join(names), config) as run_dir:
+        long, similarity, models = _run(setups, plans, settings, run_dir, cache_dir(setups[0].config, ctx.root), ctx)
+        table = long.pivot_table(
+            index=["pe", "method", "finetune_steps", "seed"], columns="resolution", values="accuracy", sort=False
+        ).reset_index()
+        table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
+        ended = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
+        table = table.merge(ended, on="pe", how="left")
+        tables = {"table": table, "long": long}
+        if similarity:
+            tables["similarity"] = pd.DataFrame(similarity)
+        result = ctx.write(run_dir, TABLES, tables)
+        plot_accuracy(long, task.resolution, chance, run_dir.path / "accuracy.png")
+        run_dir.update_summary(
+            train_resolution=task.resolution,
+            chance=chance,
+            similarity=similarity,
+            training=ended.astype(object).where(ended.notna(), None).to_dict("records"),
+            models=models,
+        )
+    return result
 
 
-def check_job(cfg: DictConfig) -> list[str]:
-    """The methods a sweep job will evaluate, its settings and scheme checked (``posenc sweep``
-    calls this first)."""
-    return _check(build(cfg), _settings(cfg))
+class Resolution:
+    """The protocol of ``experiment=resolution``: the config's one scheme, trained (or taken from
+    the cache) at ``task.resolution`` and scored at every resolution x method."""
 
+    tables = TABLES
 
-def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
-    """The sweep protocol (``experiment=resolution``): the config's one scheme."""
-    return run([cfg], results_root=results_root)
+    def check(self, cfg: DictConfig) -> None:
+        """The settings, the model and every method checked against the scheme, the setup built."""
+        _check(build(cfg), _settings(cfg))
+
+    def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
+        return run([cfg], ctx)
 
 
 def _run(
@@ -231,31 +244,34 @@ def _run(
     settings: ResolutionConfig,
     run_dir: RunDir,
     cache: Path,
-    on_log: Callable[[dict[str, Any]], None] | None,
-) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    ctx: RunContext,
+) -> tuple[pd.DataFrame, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The long table, the similarity rows and, per scheme, where its model came from."""
     rows: list[dict[str, Any]] = []
     similarity: list[dict[str, Any]] = []
-    offset = 0
+    models: list[dict[str, Any]] = []
+    device = ctx.device
     for setup, methods in zip(setups, plans):
         name, model, task, ev = setup.config["choices"]["pe"], setup.model, setup.task, setup.eval
-        device = resolve_device(setup.train.device)
         grid0 = model.grid
         init = _embeddings(model)
         started = time.perf_counter()
-        log = (lambda r, o=offset: on_log({**r, "step": r["step"] + o})) if on_log else None
         # the training of posenc train (posenc.experiments.train.fit): at task.resolution, to the target
-        model_of = trained(setup, cache, lambda steps: log)
-        offset += model_of.record["steps"]
+        model_of = trained(setup, cache, lambda steps, name=name: ctx.stage(f"resolution {name}", steps))
+        seed = {"seed": setup.seed}
         trained_at = {k: model_of.record[k] for k in TRAINED_AT}
-        run_dir.log(
+        models.append({"pe": name, "cache": str(model_of.folder), "reused": model_of.reused})
+        ctx.log(
+            run_dir,
             {
                 "pe": name,
+                **seed,
                 "train_loss": model_of.record["train_loss"],
                 **trained_at,
                 "cache": str(model_of.folder),
                 "reused": model_of.reused,
                 "seconds": time.perf_counter() - started,
-            }
+            },
         )
         weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         atomic_write_bytes(run_dir.path / "checkpoints" / f"{name}.safetensors", save(weights))
@@ -266,6 +282,7 @@ def _run(
             similarity.append(
                 {
                     "pe": name,
+                    **seed,
                     "rank_corr_init": corr_init,
                     "rank_corr_trained": grid_rank_correlation(sim, grid0),
                     **trained_at,
@@ -283,33 +300,19 @@ def _run(
             lr=settings.finetune_lr,
             warmup_steps=max(1, settings.finetune_steps // 10),
         )
-        for res in settings.resolutions:
+        label = f"resolution {name}: evaluate"
+        ctx.emit("stage", label, total=len(settings.resolutions) * len(methods))
+        for i, res in enumerate(settings.resolutions):
             images, labels = task.eval_set(res, settings.eval_items)
-            for method in methods:
+            for j, method in enumerate(methods):
                 antialias = settings.antialias if method in SMOOTH_MODES else None
                 moved = copy.deepcopy(model).set_resolution(res, method, antialias)
+                cell = {"pe": name, "method": method, "finetune_steps": 0, "resolution": res, **seed}
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                rows.append(
-                    {
-                        "pe": name,
-                        "method": method,
-                        "finetune_steps": 0,
-                        "resolution": res,
-                        "accuracy": acc,
-                        **trained_at,
-                    }
-                )
+                rows.append({**cell, "accuracy": acc, **trained_at})
                 if settings.finetune_steps:
                     train(moved, lambda b, g, r=res: task.train_batch(b, r, g), ft_cfg, seed=setup.seed)
                     acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                    rows.append(
-                        {
-                            "pe": name,
-                            "method": method,
-                            "finetune_steps": settings.finetune_steps,
-                            "resolution": res,
-                            "accuracy": acc,
-                            **trained_at,
-                        }
-                    )
-    return pd.DataFrame(rows), similarity
+                    rows.append({**cell, "finetune_steps": settings.finetune_steps, "accuracy": acc, **trained_at})
+                ctx.emit("advance", label, done=i * len(methods) + j + 1, info=f"{res}px {method}")
+    return pd.DataFrame(rows), similarity, models

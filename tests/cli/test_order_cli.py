@@ -1,5 +1,7 @@
 """`posenc order` end to end on a tiny model, and its user mistakes."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -25,6 +27,8 @@ def test_order_end_to_end_nope_bidirectional_is_invariant_and_rope_is_not(cli, t
     (run,) = (tmp_path / "res" / "runs").iterdir()
     for name in ("order.csv", "order.md", "order.png", "summary.json", "config.yaml", "metrics.jsonl"):
         assert (run / name).is_file(), name
+    provenance = json.loads((run / "provenance.json").read_text())
+    assert provenance["overrides"][:2] == ["train.steps=3", "model.d_model=16"]
     table = pd.read_csv(run / "order.csv")
     assert len(table) == 8  # {nope, rope} x {causal, bidirectional} x {init, trained}
     cell = table.set_index(["pe", "attention", "phase"])

@@ -53,6 +53,7 @@ def test_resolution_end_to_end(tmp_path, request):
         "pe",
         "method",
         "finetune_steps",
+        "seed",
         "16px",
         "32px",
         "steps",
@@ -128,7 +129,7 @@ def test_train_vit_with_the_original_learned_table(cli, tmp_path):
         (["resolution", "--pe", "nope,foo"], "error: unknown pe 'foo'; valid: "),
         (
             ["resolution", "--pe", "learned", "--task", "text"],
-            "error: task 'text' does not fit model 'vit_tiny'; use an image task",
+            "error: task 'text' does not fit model 'vit_tiny'; use --model lm_tiny",
         ),
         (
             ["train", "--model", "vit_tiny", "--pe", "sinusoidal"],

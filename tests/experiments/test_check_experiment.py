@@ -1,6 +1,9 @@
+import json
+
 import pandas as pd
 
 from posenc.engine.config import list_options
+from posenc.engine.context import RunContext
 from posenc.experiments.check import Scheme, is_fixed_embedding, measurements, plan, run
 from posenc.pe.rope import RoPE
 
@@ -25,7 +28,8 @@ class OffsetBugRoPE(RoPE):
 
 
 def test_a_broken_scheme_fails_in_the_table_and_the_summary(tmp_path):
-    table, run_dir = run([Scheme("rope_bug", "lm_tiny", OffsetBugRoPE(16), 16)], [], results_root=tmp_path)
+    result = run([Scheme("rope_bug", "lm_tiny", OffsetBugRoPE(16), 16)], [], RunContext(tmp_path))
+    table, run_dir = result.table, result.run
     failed = table[~table.passed]
     assert list(failed.check.str.contains("depends only on")) == [True, True]  # float32 and float64
     assert not run_dir.read_summary()["passed"]
@@ -40,7 +44,52 @@ class NoRotationState(RoPE):
 
 
 def test_a_check_that_cannot_run_on_a_scheme_is_a_failed_row_not_a_crash(tmp_path):
-    table, run_dir = run([Scheme("odd", "lm_tiny", NoRotationState(16), 16)], [], results_root=tmp_path)
+    result = run([Scheme("odd", "lm_tiny", NoRotationState(16), 16)], [], RunContext(tmp_path))
+    table, run_dir = result.table, result.run
     assert not table.passed.any()
     assert table.note.str.contains("Error").any()
     assert not run_dir.read_summary()["passed"]
+
+
+def test_the_protocol_runs_from_the_composed_config_and_writes_its_declared_table(tmp_path):
+    from posenc.engine.config import compose, instantiate
+    from posenc.engine.context import main_table
+
+    cfg = compose(["experiment=check", "check.pes=[rope]", "seed=3"])
+    protocol = instantiate(cfg.protocol, "protocol")
+    protocol.check(cfg)
+    result = protocol.run(cfg, RunContext(tmp_path))
+    spec = main_table(protocol)
+    assert spec.name == "check" and list(result.tables) == ["check"]
+    assert set(spec.keys) | set(spec.pairs) <= set(result.table.columns)
+    assert (result.table.seed == 3).all() and result.table.passed.all() and len(result.table) == 7
+    summary = result.run.read_summary()
+    assert (summary["status"], summary["table"], summary["passed"]) == ("completed", "check", True)
+    assert (result.run.path / "provenance.json").is_file()
+
+
+def test_the_protocol_check_refuses_an_unknown_scheme_before_any_work(tmp_path):
+    import pytest
+
+    from posenc.core.errors import ConfigError
+    from posenc.engine.config import compose
+    from posenc.experiments.check import Check
+
+    with pytest.raises(ConfigError, match="unknown pe 'nosuch'"):
+        Check().check(compose(["experiment=check", "check.pes=[nosuch]"]))
+
+
+def test_a_failure_mid_run_marks_the_run_folder_failed(tmp_path, monkeypatch):
+    import pytest
+
+    import posenc.experiments.check as check
+
+    def broken(results, folder):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(check, "plot", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run([Scheme("rope", "lm_tiny", RoPE(16), 16)], [], RunContext(tmp_path))
+    (folder,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: disk full")

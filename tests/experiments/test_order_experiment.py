@@ -33,6 +33,7 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
     from tiny_models import TinyViT
 
     from posenc.engine.build import Setup
+    from posenc.engine.context import RunContext
     from posenc.engine.evaluation import EvalConfig
     from posenc.engine.training import TrainConfig
     from posenc.experiments.order import Cell, run
@@ -53,8 +54,8 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
                 images[i, :, row : row + 2, col[i] : col[i] + 2] = 1.0
             return images, label
 
-        def eval_set(self, resolution=None, max_items=None):
-            return self.train_batch(max_items or 64, 8, torch.Generator().manual_seed(5))
+        def eval_set(self, size, max_items=None):
+            return self.train_batch(max_items or 64, size, torch.Generator().manual_seed(5))
 
     def cell(pe, name):
         setup = Setup(
@@ -67,12 +68,19 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
         )
         return Cell("tiny_vit", "bidirectional", name, "which_half", setup)
 
-    table, _ = run(
+    result = run(
         [cell(NoPE(ndim=2), "nope"), cell(LearnedPE(16, 16, init_std=0.5), "learned")],
         [],
+        RunContext(tmp_path),
         permutations=3,
-        results_root=tmp_path,
     )
+    table = result.table
+    assert table[["pe", "phase", "seed"]].values.tolist() == [
+        ["nope", "init", 0],
+        ["nope", "trained", 0],
+        ["learned", "init", 0],
+        ["learned", "trained", 0],
+    ]
     rows = table.set_index(["pe", "phase"])
     assert rows.loc[("nope", "trained")].invariant and rows.loc[("nope", "trained")].equivariance_residual < 1e-5
     assert not rows.loc[("nope", "trained")].above_chance  # a bag of patches cannot tell top from bottom
@@ -105,3 +113,72 @@ def test_chance_is_the_stated_one_or_the_most_frequent_class():
     assert chance_of(OrderTask(), torch.tensor([[-100, 3]])) == 0.5
     assert chance_of(TwoClasses(), torch.tensor([0, 1, 1, 1])) == 0.75
     assert chance_of(TwoClasses(), torch.tensor([0, 1])) == 0.5
+
+
+TINY = ["model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.mlp_hidden=32", "train.steps=2"]
+
+
+def order_config(*extra):
+    from posenc.engine.config import compose
+
+    cells = ",".join(f"'{o}'" for o in [*TINY, "train.batch_size=8", "train.seq_len=8", "eval.max_windows=16"])
+    return compose(
+        ["experiment=order", "order.models=[lm_tiny]", "order.pes=[nope]", f"order.overrides=[{cells}]", *extra]
+    )
+
+
+def test_the_protocol_from_the_config_writes_its_declared_table_at_the_config_seed(tmp_path):
+    from posenc.engine.config import instantiate
+    from posenc.engine.context import RunContext, main_table
+
+    cfg = order_config("order.permutations=2", "seed=4")
+    protocol = instantiate(cfg.protocol, "protocol")
+    protocol.check(cfg)
+    events = []
+    result = protocol.run(cfg, RunContext(tmp_path, on_event=events.append))
+    stages = [(e.label, e.total) for e in events if e.kind == "stage"]
+    assert stages == [("order lm_tiny/causal/nope", 2), ("order lm_tiny/bidirectional/nope", 2)]
+    assert max(e.done for e in events if e.kind == "advance") == 2
+    spec = main_table(protocol)
+    assert spec.name == "order" and list(result.tables) == ["order"]
+    assert set(spec.keys) | set(spec.pairs) <= set(result.table.columns)
+    table = result.table
+    assert table[["attention", "phase", "seed", "steps"]].fillna(0).values.tolist() == [
+        ["causal", "init", 4, 0],
+        ["causal", "trained", 4, 2],
+        ["bidirectional", "init", 4, 0],
+        ["bidirectional", "trained", 4, 2],
+    ]
+    summary = result.run.read_summary()
+    assert (summary["status"], summary["table"], summary["rows"]) == ("completed", "order", 4)
+
+
+def test_the_protocol_check_refuses_bad_settings(tmp_path):
+    import pytest
+
+    from posenc.core.errors import ConfigError
+    from posenc.experiments.order import Order
+
+    with pytest.raises(ConfigError, match="order.permutations must be >= 1, got 0"):
+        Order().check(order_config("order.permutations=0"))
+    with pytest.raises(ConfigError, match="task 'text' is not an order task"):
+        Order().check(order_config("order.tasks=[text]"))
+
+
+def test_a_failure_mid_run_marks_the_run_folder_failed(tmp_path, monkeypatch):
+    import json
+
+    import pytest
+
+    import posenc.experiments.order as order
+    from posenc.engine.context import RunContext
+
+    def broken(cell, device, on_log):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(order, "train_cell", broken)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        order.Order().run(order_config("order.permutations=2"), RunContext(tmp_path))
+    (folder,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: out of memory")

@@ -1,5 +1,6 @@
 """posenc.experiments.resolution on a tiny ViT: the table, the files, and checks before any work."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -7,7 +8,8 @@ import pytest
 
 from posenc.core.errors import ConfigError
 from posenc.engine.config import compose
-from posenc.experiments.resolution import methods_for, run
+from posenc.engine.context import RunContext
+from posenc.experiments.resolution import Resolution, methods_for, run
 from posenc.pe.resample import MODES
 
 TINY = [
@@ -38,11 +40,14 @@ def test_methods_for_maps_requests_onto_what_a_scheme_can_do():
 
 def test_tiny_run_writes_the_table(tmp_path):
     cfgs = [compose([*TINY, f"pe={pe}"]) for pe in ("learned", "rope2d_axial")]
-    table, run_dir = run(cfgs, results_root=tmp_path)
+    result = run(cfgs, RunContext(tmp_path))
+    table, run_dir = result.table, result.run
+    assert list(result.tables) == ["table", "long", "similarity"]
     assert list(table.columns) == [
         "pe",
         "method",
         "finetune_steps",
+        "seed",
         "16px",
         "32px",
         "steps",
@@ -54,8 +59,6 @@ def test_tiny_run_writes_the_table(tmp_path):
     # every scheme's rows say how its training ended: 3 steps cannot reach 0.95 on quadrants
     assert (table.steps == 3).all() and (table.criterion == "accuracy").all() and (table.target == 0.95).all()
     assert not table.reached_target.any() and table.target_step.isna().all()
-    import json
-
     training = json.loads((run_dir.path / "summary.json").read_text())["training"]
     assert [(t["pe"], t["steps"], t["reached_target"], t["target_step"]) for t in training] == [
         ("learned", 3, False, None),
@@ -75,7 +78,16 @@ def test_tiny_run_writes_the_table(tmp_path):
     assert no_ft[no_ft.pe == "rope2d_axial"]["32px"].nunique() == 1
     for name in ("table.csv", "table.md", "long.csv", "accuracy.png", "similarity.csv", "similarity_learned.png"):
         assert (run_dir.path / name).is_file(), name
-    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 10)
+    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 11)
+    assert list(result.tables["long"].columns[:6]) == [
+        "pe",
+        "method",
+        "finetune_steps",
+        "resolution",
+        "seed",
+        "accuracy",
+    ]
+    assert len(result.tables["long"]) == 12 and (result.tables["long"].seed == 0).all()
     assert sorted(p.name for p in (run_dir.path / "checkpoints").iterdir()) == [
         "learned.safetensors",
         "rope2d_axial.safetensors",
@@ -86,7 +98,12 @@ def test_tiny_run_writes_the_table(tmp_path):
     models = run_dir.read_summary()["models"]
     assert [(m["pe"], m["reused"]) for m in models] == [("learned", False), ("rope2d_axial", False)]
     assert {Path(m["cache"]).parent for m in models} == {tmp_path / "cache"}
-    assert run_dir.read_summary()["status"] == "completed"
+    summary = run_dir.read_summary()
+    assert (summary["status"], summary["table"], summary["tables"]) == (
+        "completed",
+        "table",
+        ["table", "long", "similarity"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -100,9 +117,11 @@ def test_tiny_run_writes_the_table(tmp_path):
 )
 def test_bad_settings_fail_before_any_run_dir(tmp_path, extra, message):
     with pytest.raises(ConfigError, match=message):
-        run([compose([*TINY, *extra])], results_root=tmp_path)
+        run([compose([*TINY, *extra])], RunContext(tmp_path))
+    with pytest.raises(ConfigError, match=message):
+        Resolution().check(compose([*TINY, *extra]))
     with pytest.raises(ConfigError, match="each scheme once, please: nope, nope"):
-        run([compose([*TINY, "pe=nope"])] * 2, results_root=tmp_path)
+        run([compose([*TINY, "pe=nope"])] * 2, RunContext(tmp_path))
     assert not (tmp_path / "runs").exists()
 
 
@@ -118,10 +137,34 @@ def test_antialias_applies_to_the_smooth_methods_beside_nearest(tmp_path):
         "resolution.eval_items=32",
     ]
     tables = {
-        flag: run([compose([*cfg, f"resolution.antialias={flag}"])], results_root=tmp_path / flag)[0]
+        flag: run([compose([*cfg, f"resolution.antialias={flag}"])], RunContext(tmp_path / flag)).table
         for flag in ("true", "false")
     }
     for table in tables.values():
         assert table.method.tolist() == ["nearest", "bilinear"]
     on, off = (tables[f].set_index("method") for f in ("true", "false"))
     assert on.loc["nearest", "8px"] == off.loc["nearest", "8px"]
+
+
+def test_the_protocol_from_the_config_runs_one_scheme_and_a_failure_marks_its_folder(tmp_path, monkeypatch):
+    import posenc.experiments.resolution as resolution
+    from posenc.engine.config import instantiate
+
+    cfg = compose([*TINY, "pe=nope", "seed=2", "resolution.finetune_steps=0"])
+    protocol = instantiate(cfg.protocol, "protocol")
+    assert isinstance(protocol, Resolution)
+    result = protocol.run(cfg, RunContext(tmp_path / "ok"))
+    assert result.table[["pe", "method", "finetune_steps", "seed"]].values.tolist() == [["nope", "none", 0, 2]]
+    for spec in protocol.tables:
+        if spec.name in result.tables:
+            assert set(spec.keys) | set(spec.pairs) <= set(result.tables[spec.name].columns), spec.name
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no space left")
+
+    monkeypatch.setattr(resolution, "plot_accuracy", broken)
+    with pytest.raises(RuntimeError, match="no space left"):
+        protocol.run(cfg, RunContext(tmp_path / "bad"))
+    (folder,) = (tmp_path / "bad" / "runs").iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: no space left")
