@@ -73,6 +73,41 @@ def test_basic_launcher_runs_two_seeds_by_two_schemes(tmp_path):
     assert not (tmp_path / "runs").exists()  # every run lives in its job folder
 
 
+def test_glob_sweeps_one_job_per_matching_scheme_numbered_as_hydra(tmp_path):
+    """Before, any glob() failed with Hydra's "ConfigLoader is not set"."""
+    one_d = [o for o in list_options("pe") if "2d" not in o]
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            *TINY,
+            "pe=glob(*,exclude=[rope2d*,learned2d,sincos2d,rel2d,alibi2d])",
+            "--results-dir",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    sweep_dir = only(tmp_path / "sweeps")
+    runs = pd.read_csv(sweep_dir / "runs.csv")
+    assert runs["pe"].tolist() == one_d and runs["status"].tolist() == ["completed"] * len(one_d)
+    for job, pe in enumerate(one_d):  # job i is Hydra's folder i, and its run is that scheme's
+        overrides = (sweep_dir / str(job) / ".hydra" / "overrides.yaml").read_text()
+        assert f"- pe={pe}\n" in overrides
+        assert RunDir(Path(runs["run_dir"][job])).read_config()["choices"]["pe"] == pe
+
+
+def test_range_and_a_glob_of_one_option(tmp_path):
+    result = CliRunner().invoke(
+        app, ["sweep", *TINY, "pe=glob(rope)", "seed=range(0,2)", "--results-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    sweep_dir = only(tmp_path / "sweeps")
+    assert json.loads((sweep_dir / "sweep.json").read_text())["jobs"] == [
+        [*TINY, "pe=rope", f"seed={s}"] for s in (0, 1)
+    ]
+    assert pd.read_csv(sweep_dir / "runs.csv")["status"].tolist() == ["completed"] * 2
+
+
 def posenc(*args: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "posenc", *args],
@@ -210,10 +245,26 @@ def _cmdline(proc: Path) -> str:
         (["--launcher", "sge"], "error: unknown launcher 'sge'; valid: basic, joblib, submitit_local, submitit_slurm"),
         (["pe=rope,foo"], f"error: job pe=foo: unknown pe 'foo'; valid: {', '.join(list_options('pe'))}"),
         (
-            ["pe=rope", "protocol=posenc.experiments.nothere.run"],
-            "error: protocol: cannot import 'posenc.experiments.nothere.run'; "
-            "it names a function such as posenc.experiments.train.run",
+            ["pe=rope", "protocol._target_=posenc.experiments.nothere.Run"],
+            "error: protocol._target_: cannot import 'posenc.experiments.nothere.Run' "
+            "(No module named 'posenc.experiments.nothere')",
         ),
+        (
+            ["protocol._target_=pathlib.Path"],
+            "error: protocol._target_: 'pathlib.Path' is not an experiment protocol "
+            "(a class with tables, check(cfg) and run(cfg, ctx))",
+        ),
+        (
+            ["protocol=posenc.experiments.train.run"],
+            "error: protocol: expected a node naming a protocol class, such as "
+            "{_target_: posenc.experiments.train.Train}; got 'posenc.experiments.train.run'",
+        ),
+        (
+            ["pe=glob(rope*)"],  # glob picks every option it matches; a 2D one does not fit the LM
+            "error: job pe=rope2d_axial: pe 'rope2d_axial' is a 2D scheme for ViT patches; "
+            "on the causal LM use pe=rope",
+        ),
+        (["pe=glob(zzz*)"], f"error: 'pe=glob(zzz*)' matches no pe option; valid: {', '.join(list_options('pe'))}"),
         (["train.lr=1e-3,abc"], "error: job train.lr=abc: train.lr: expected float, got 'abc'"),
         (
             ["--launcher", "submitit_local", "hydra.launcher.partition=gpu"],
