@@ -257,7 +257,7 @@ def _run(
         init = _embeddings(model)
         started = time.perf_counter()
         # the training of posenc train (posenc.experiments.train.fit): at task.resolution, to the target
-        model_of = trained(setup, cache, lambda steps, name=name: ctx.stage(f"resolution {name}", steps))
+        model_of = trained(setup, cache, ctx.stage)
         seed = {"seed": setup.seed}
         trained_at = {k: model_of.record[k] for k in TRAINED_AT}
         models.append({"pe": name, "cache": str(model_of.folder), "reused": model_of.reused})

@@ -153,7 +153,14 @@ def test_the_protocol_from_the_config_runs_one_scheme_and_a_failure_marks_its_fo
     cfg = compose([*TINY, "pe=nope", "seed=2", "resolution.finetune_steps=0"])
     protocol = instantiate(cfg.protocol, "protocol")
     assert isinstance(protocol, Resolution)
-    result = protocol.run(cfg, RunContext(tmp_path / "ok"))
+    events = []
+    result = protocol.run(cfg, RunContext(tmp_path / "ok", on_event=events.append))
+    # the training (experiments.cache: 3 steps), then the evaluation at 2 resolutions x 1 method
+    assert [(e.label, e.total) for e in events if e.kind == "stage"] == [
+        ("train nope", 3),
+        ("resolution nope: evaluate", 2),
+    ]
+    assert [e.done for e in events if e.kind == "advance" and "evaluate" in e.label] == [1, 2]
     assert result.table[["pe", "method", "finetune_steps", "seed"]].values.tolist() == [["nope", "none", 0, 2]]
     for spec in protocol.tables:
         if spec.name in result.tables:
