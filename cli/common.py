@@ -116,7 +116,8 @@ class EventBar:
                 info.append(f"loss {event.fields['train_loss']:.3f}")
             if "tokens_per_s" in event.fields:
                 info.append(f"{event.fields['tokens_per_s']:,.0f} tok/s")
-            update: dict[str, Any] = {"info": "  ".join(info) or event.fields.get("info", "")}
+            text = "  ".join(info) or event.fields.get("info", "")
+            update: dict[str, Any] = {"info": text} if text else {}  # a validation record keeps the last loss
             if event.done is not None:
                 update["completed"] = event.done
             if event.label:

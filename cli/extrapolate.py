@@ -8,8 +8,8 @@ import typer
 
 from posenc.cli.common import (
     ConfigDir,
+    EventBar,
     Overrides,
-    Progress,
     Quiet,
     ResultsDir,
     Seed,
@@ -32,23 +32,6 @@ def _lengths(value: str | None) -> list[int] | None:
     from posenc.core.text import split_list
 
     return None if value is None else split_list(value, "--lengths", int)
-
-
-class Stages:
-    """One progress bar per training or fine-tune (none when quiet)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet, self.bar = quiet, None
-
-    def __call__(self, label: str, total: int) -> Progress:
-        self.close()
-        self.bar = Progress(total, self.quiet, label).__enter__()
-        return self.bar
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None
 
 
 def print_table(title: str, table: Any) -> None:
@@ -123,21 +106,22 @@ def extrapolate(
                 finetune_steps,
             )
     with user_errors():
+        from posenc.engine.context import RunContext
         from posenc.engine.results import results_root
         from posenc.experiments.extrapolation.plan import plan
-        from posenc.experiments.extrapolation.protocol import run
+        from posenc.experiments.extrapolation.protocol import extrapolate as run_cells
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
         base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)
         cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
-        stages = Stages(quiet)
-        try:
-            table, run_dir = run(
-                cfgs, results_root=root, lengths=_lengths(lengths), finetune_steps=finetune_steps, stage=stages
+        with EventBar(quiet) as bar:
+            result = run_cells(
+                cfgs,
+                RunContext(root, on_event=bar, overrides=base),
+                lengths=_lengths(lengths),
+                finetune_steps=finetune_steps,
             )
-        finally:
-            stages.close()
     title = f"extrapolation: {cfgs[0].choices.task}, trained at {cfgs[0].train.seq_len} tokens"
-    print_table(title, table)
-    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
+    print_table(title, result.table)
+    console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

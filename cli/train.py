@@ -9,8 +9,8 @@ import typer
 
 from posenc.cli.common import (
     ConfigDir,
+    EventBar,
     Overrides,
-    Progress,
     Quiet,
     ResultsDir,
     Seed,
@@ -48,8 +48,9 @@ def train(
         from omegaconf import OmegaConf
 
         from posenc.engine.config import compose
+        from posenc.engine.context import RunContext
         from posenc.engine.results import RunDir, results_root
-        from posenc.experiments.train import run
+        from posenc.experiments.train import Train
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
@@ -58,8 +59,8 @@ def train(
             cfg = OmegaConf.create(RunDir.open(resume).read_config())
         else:
             cfg = compose(given)
-        label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
-        with Progress(cfg.train.steps, quiet, label) as progress:
-            table, run_dir = run(cfg, results_root=root, on_log=progress, resume=resume)
-    print_record(label, table.iloc[0].to_dict())
-    console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
+        with EventBar(quiet) as bar:
+            result = Train().run(cfg, RunContext(root, resume=resume, on_event=bar, overrides=given))
+    label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
+    print_record(label, result.table.iloc[0].to_dict())
+    console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

@@ -38,6 +38,8 @@ from posenc.engine.training import load_weights
 from posenc.experiments.train import fit
 
 OnLog = Callable[[dict[str, Any]], None]
+# ``RunContext.stage``: starts a stage of (label, steps) and returns the training loop's logger
+Stage = Callable[[str, int], OnLog]
 # how a trained model's training ended: the columns every result table carries beside its scores
 TRAINED_AT = ["steps", "criterion", "target", "reached_target", "target_step"]
 
@@ -76,9 +78,10 @@ def complete(entry: Path) -> bool:
     )
 
 
-def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | None = None) -> Trained:
+def trained(setup: Setup, cache: Path, stage: Stage | None = None) -> Trained:
     """``setup.model`` trained, or loaded from ``cache`` when a completed training of the same
-    config is there. ``stage(steps)`` is called only before training; it returns the step logger."""
+    config is there. ``stage`` (the run context's) is called only before training, with the
+    label ``train <pe>`` and the step cap; it returns the step logger."""
     key = config_hash(training_config(setup.config))
     entry = Path(cache) / key[:16]
     if complete(entry):
@@ -91,7 +94,8 @@ def trained(setup: Setup, cache: Path, stage: Callable[[int], OnLog | None] | No
     atomic_write_text(partial / "config.yaml", yaml.safe_dump(training_config(setup.config), sort_keys=False))
     run.write_summary({"status": "running", "config_hash": key})
     try:
-        result = fit(setup, run, stage(setup.train.steps) if stage else None)
+        on_log = stage(f"train {setup.config['choices']['pe']}", setup.train.steps) if stage else None
+        result = fit(setup, run, on_log)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # a failed training leaves nothing to read
         raise

@@ -7,7 +7,7 @@ The files, in the order a run uses them:
 * ``plan``: which (scheme, scale) cells a request means (``posenc extrapolate``, a sweep job);
 * ``scoring``: one rescaled model scored at one length, per-position buckets, fine-tuning at a
   length (the PI / YaRN protocol);
-* ``protocol``: a cell, checks before any work, the run itself and the sweep job
-  (``posenc.experiments.extrapolation.protocol.job``);
+* ``protocol``: a cell, checks before any work, the run of several cells in one folder
+  (``extrapolate``, what ``posenc extrapolate`` calls) and the sweep protocol ``Extrapolation``;
 * ``plots``: ``length.png``, ``per_position.png``, ``depth.png``.
 """

@@ -12,19 +12,17 @@ import copy
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig
 
 from posenc.core.errors import ConfigError
-from posenc.core.io import write_table
 from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings, instantiate
-from posenc.engine.results import RunDir, config_hash
-from posenc.engine.training import resolve_device
+from posenc.engine.context import Result, RunContext, TableSpec
+from posenc.engine.results import config_hash
 from posenc.experiments.cache import TRAINED_AT, Trained, cache_dir, trained, training_config
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
 from posenc.experiments.extrapolation.plots import plot, plot_depth
@@ -32,8 +30,6 @@ from posenc.experiments.extrapolation.scoring import buckets, finetune, score
 from posenc.pe.base import PositionOutOfRange
 
 MULTIPLES = (1, 2, 4, 8, 16)
-# called before each training or fine-tune with (label, steps); returns the step logger or None
-Stage = Callable[[str, int], Callable[[dict[str, Any]], None] | None]
 
 
 @dataclasses.dataclass
@@ -81,25 +77,50 @@ def prepare(
     return cells, lengths
 
 
-def run(
+TABLES = (
+    TableSpec(
+        "table",
+        keys=("pe", "scale", "finetune_steps", "metric"),
+        pairs=("seed",),
+        main=True,
+        description="one row per cell, fine-tune and metric; one column per evaluated length",
+    ),
+    TableSpec(
+        "per_position",
+        keys=("pe", "scale", "finetune_steps", "length", "start"),
+        pairs=("seed",),
+        description="the loss in position buckets at every evaluated length",
+    ),
+    TableSpec(
+        "depth",
+        keys=("pe", "scale", "finetune_steps", "depth"),
+        pairs=("seed",),
+        description="answer accuracy by depth of the key and length (passkey)",
+    ),
+)
+
+
+def extrapolate(
     cfgs: DictConfig | Sequence[DictConfig],
+    ctx: RunContext,
     *,
-    results_root: Path,
     lengths: Sequence[int] | None = None,
     finetune_steps: int = 0,
     n_buckets: int = 16,
-    stage: Stage | None = None,
-) -> tuple[pd.DataFrame, RunDir]:
-    """Evaluate every cell at every length; write the run directory; return the table.
+) -> Result:
+    """Evaluate every cell at every length into one run folder opened through ``ctx``; return
+    its tables (``TABLES``: ``table``, ``per_position``, and ``depth`` for a task with depths).
 
-    Rows: pe × scale × finetune_steps × metric (``bpb``, ``ppl`` for text; ``accuracy``, ``loss``
-    for a generated task); one column per evaluated length (NaN where a scheme cannot represent
-    the length: a learned table past its rows with scale ``none``), then how the cell's model
-    trained (``TRAINED_AT``: steps, criterion, target, reached_target, target_step). A model comes
-    from the cache folder (``cache_dir``, default ``<results_root>/cache``) when trained there before.
+    ``table`` rows: pe × scale × finetune_steps × metric (``bpb``, ``ppl`` for text; ``accuracy``,
+    ``loss`` for a generated task), with the seed; one column per evaluated length (NaN where a
+    scheme cannot represent the length: a learned table past its rows with scale ``none``), then
+    how the cell's model trained (``TRAINED_AT``: steps, criterion, target, reached_target,
+    target_step). A model comes from the cache folder (``cache_dir``, default
+    ``<results root>/cache``) when trained there before.
     """
     cfgs = [cfgs] if isinstance(cfgs, DictConfig) else list(cfgs)
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
+    devices = [cell.setup.place(ctx.device) for cell in cells]
     task = cells[0].setup.task
     metrics = ("accuracy", "loss") if task.answer_only else ("bpb", "ppl")
     config = {
@@ -108,29 +129,25 @@ def run(
         "n_buckets": n_buckets,
         "cells": [c.setup.config for c in cells],
     }
-    cache = cache_dir(cells[0].setup.config, results_root)
-    run_dir = RunDir.create(results_root, f"extrapolate-{cells[0].setup.config['choices']['task']}", config)
-    started = time.perf_counter()
-    try:
+    cache = cache_dir(cells[0].setup.config, ctx.root)
+    with ctx.running(f"extrapolate-{cells[0].setup.config['choices']['task']}", config) as run:
+        started = time.perf_counter()
         rows, positions, depth_rows, notes = [], [], [], []
         models: dict[str, Trained] = {}
-        for cell in cells:
+        for cell, device in zip(cells, devices):
             if cell.key not in models:
-                label = f"train {cell.pe}"
-                models[cell.key] = trained(
-                    cell.setup, cache, (lambda steps, label=label: stage(label, steps)) if stage else None
-                )
+                models[cell.key] = trained(cell.setup, cache, ctx.stage)
             model_of = models[cell.key]
             trained_at = {k: model_of.record[k] for k in TRAINED_AT}
-            device = resolve_device(cell.setup.train.device)
             for ft in [0, finetune_steps] if finetune_steps else [0]:
                 values = {m: {} for m in metrics}
+                head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "seed": cell.setup.seed}
                 for length in lengths:
                     model = copy.deepcopy(model_of.model)
                     cell.scale.apply(model.pe, length)
                     try:
                         if ft:
-                            log = stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", ft) if stage else None
+                            log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", ft)
                             finetune(model, cell.setup, length, ft, log)
                         scores = score(model.to(device), task, length, cell.setup, device)
                     except PositionOutOfRange as e:
@@ -140,63 +157,51 @@ def run(
                         continue
                     for m in metrics:
                         values[m][str(length)] = scores[m]
-                    head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "length": length}
                     for a, b, loss in buckets(scores["loss_sum"], scores["count"], n_buckets):
-                        positions.append({**head, "start": a, "end": b, "loss": loss, "bits": loss / math.log(2)})
+                        positions.append(
+                            {**head, "length": length, "start": a, "end": b, "loss": loss, "bits": loss / math.log(2)}
+                        )
                     for depth, acc in scores["groups"].items():
-                        depth_rows.append({**head, "depth": depth, "accuracy": acc})
+                        depth_rows.append({**head, "length": length, "depth": depth, "accuracy": acc})
                 for m in metrics:
-                    rows.append(
-                        {
-                            "pe": cell.pe,
-                            "scale": cell.scale_name,
-                            "finetune_steps": ft,
-                            "metric": m,
-                            **values[m],
-                            **trained_at,
-                        }
-                    )
-        table = pd.DataFrame(rows)
-        per_position = pd.DataFrame(positions)
-        write_table(table, run_dir.path)
-        write_table(per_position, run_dir.path, "per_position")
+                    rows.append({**head, "metric": m, **values[m], **trained_at})
+        tables = {"table": pd.DataFrame(rows), "per_position": pd.DataFrame(positions)}
         if depth_rows:
             depth = (
                 pd.DataFrame(depth_rows)
-                .pivot_table(index=["pe", "scale", "finetune_steps", "depth"], columns="length", values="accuracy")
+                .pivot_table(
+                    index=["pe", "scale", "finetune_steps", "seed", "depth"], columns="length", values="accuracy"
+                )
                 .reset_index()
             )
             depth.columns = [str(c) for c in depth.columns]
             ended = pd.DataFrame([{"pe": c.pe, **{k: models[c.key].record[k] for k in TRAINED_AT}} for c in cells])
-            depth = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
-            write_table(depth, run_dir.path, "depth")
-            plot_depth(depth, run_dir.path)
-        plot(table, per_position, metrics[0], train_len=cells[0].setup.train.seq_len, folder=run_dir.path)
-    except BaseException as e:
-        run_dir.update_summary(status="failed", error=f"{type(e).__name__}: {e}")
-        raise
-    run_dir.update_summary(
-        status="completed",
-        run_dir=str(run_dir.path),
-        seconds=time.perf_counter() - started,
-        notes=notes,
-        models=[
-            {
-                "pe": c.pe,
-                "scale": c.scale_name,
-                "cache": str(models[c.key].folder),
-                "reused": models[c.key].reused,
-                **models[c.key].record,
-            }
-            for c in cells
-        ],
-    )
-    return table, run_dir
+            tables["depth"] = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
+            plot_depth(tables["depth"], run.path)
+        plot(
+            tables["table"], tables["per_position"], metrics[0], train_len=cells[0].setup.train.seq_len, folder=run.path
+        )
+        run.update_summary(
+            device=", ".join(dict.fromkeys(map(str, devices))),
+            seconds=time.perf_counter() - started,
+            notes=notes,
+            models=[
+                {
+                    "pe": c.pe,
+                    "scale": c.scale_name,
+                    "cache": str(models[c.key].folder),
+                    "reused": models[c.key].reused,
+                    **models[c.key].record,
+                }
+                for c in cells
+            ],
+        )
+        return ctx.write(run, TABLES, tables)
 
 
 @dataclasses.dataclass
 class ExtrapolationConfig:
-    """The ``extrapolation`` node of ``experiment=extrapolation`` (the arguments of ``run``)."""
+    """The ``extrapolation`` node of ``experiment=extrapolation`` (the arguments of ``extrapolate``)."""
 
     scales: list[str] = dataclasses.field(default_factory=lambda: ["none"])
     factor: float | None = None
@@ -205,23 +210,29 @@ class ExtrapolationConfig:
     n_buckets: int = 16
 
 
-def check_job(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
-    """The settings and cells of a sweep job, every cell built and every length checked
-    (``posenc sweep`` calls this for every job before any starts)."""
+def job_cells(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
+    """The settings and cells of a sweep job, every cell built and every length checked."""
     settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
     cfgs = cells_of(cfg, settings.scales, settings.factor)
     prepare(cfgs, settings.lengths, settings.finetune_steps)
     return settings, cfgs
 
 
-def job(cfg: DictConfig, *, results_root: Path) -> tuple[pd.DataFrame, RunDir]:
-    """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale of
-    ``extrapolation.scales`` that applies to it, trained once."""
-    settings, cfgs = check_job(cfg)
-    return run(
-        cfgs,
-        results_root=results_root,
-        lengths=settings.lengths,
-        finetune_steps=settings.finetune_steps,
-        n_buckets=settings.n_buckets,
-    )
+class Extrapolation:
+    """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale
+    of ``extrapolation.scales`` that applies to it, trained once, scored at every length."""
+
+    tables = TABLES
+
+    def check(self, cfg: DictConfig) -> None:
+        job_cells(cfg)
+
+    def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
+        settings, cfgs = job_cells(cfg)
+        return extrapolate(
+            cfgs,
+            ctx,
+            lengths=settings.lengths,
+            finetune_steps=settings.finetune_steps,
+            n_buckets=settings.n_buckets,
+        )

@@ -28,7 +28,7 @@ def score(
     max_windows · train_len / L of them, so every length reads the same bytes of a corpus.
     """
     train_len, cap = setup.train.seq_len, setup.eval.max_windows
-    x, y = task.eval_windows(length, None if cap is None else max(1, cap * train_len // length))
+    x, y = task.eval_set(length, None if cap is None else max(1, cap * train_len // length))
     batch = max(1, setup.eval.batch_size * train_len // length)  # same tokens per batch at every length
     depths = task.window_depths(len(x))
     groups = {None: slice(None)} if depths is None else {float(d): depths == d for d in depths.unique()}

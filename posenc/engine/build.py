@@ -7,6 +7,7 @@ directory exists.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from posenc.core.errors import ConfigError
 from posenc.engine.config import instantiate, list_options, option_node, target_class, to_container
 from posenc.engine.evaluation import EvalConfig
-from posenc.engine.training import Target, TrainConfig, target_for
+from posenc.engine.training import Target, TrainConfig, resolve_device, target_for
 from posenc.pe.grid import check_scheme_fits
 from posenc.tasks.base import InputKind, Task
 
@@ -34,6 +35,13 @@ class Setup:
     def target(self) -> Target | None:
         """Where training stops: the task's ``criterion`` at the value ``train`` states for it."""
         return target_for(self.task.criterion, self.train)
+
+    def place(self, default: torch.device) -> torch.device:
+        """The run's device: ``train.device`` when the config names one, else ``default`` (the
+        run context's, resolved once); the training loop is set to the same."""
+        device = default if self.train.device == "auto" else resolve_device(self.train.device)
+        self.train = dataclasses.replace(self.train, device=str(device))
+        return device
 
 
 def takes_patches(cfg: DictConfig) -> bool:

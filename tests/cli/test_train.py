@@ -27,6 +27,7 @@ def test_train_end_to_end_writes_a_complete_run_dir(cli, tmp_path):
         "checkpoint",
         "config.yaml",
         "metrics.jsonl",
+        "provenance.json",
         "summary.json",
         "table.csv",
         "table.md",

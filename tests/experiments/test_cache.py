@@ -9,9 +9,10 @@ import pytest
 
 from posenc.engine.build import build
 from posenc.engine.config import compose
+from posenc.engine.context import RunContext
 from posenc.engine.results import config_hash
 from posenc.experiments.cache import HOST, TRAINED_AT, complete, publish, reap, trained, training_config
-from posenc.experiments.extrapolation.protocol import job
+from posenc.experiments.extrapolation.protocol import Extrapolation
 
 TINY = [
     "experiment=extrapolation",
@@ -41,10 +42,14 @@ def test_two_runs_pointing_at_one_cache_train_once(tmp_path):
     second loads the first one's model, reports it reused, and scores the same numbers."""
     cache = tmp_path / "shared"
     cfg = compose([*TINY, f"cache_dir={cache}"])
-    first, run1 = job(cfg, results_root=tmp_path / "a")
+    events = []
+    one = Extrapolation().run(cfg, RunContext(tmp_path / "a", on_event=events.append))
     [entry] = entries(cache)
     stamp = (cache / entry / "metrics.jsonl").stat().st_mtime_ns
-    second, run2 = job(cfg, results_root=tmp_path / "b")
+    two = Extrapolation().run(cfg, RunContext(tmp_path / "b", on_event=events.append))
+    (first, run1), (second, run2) = (one.table, one.run), (two.table, two.run)
+    # one training stage, from the first run only: the second loads the model
+    assert [(e.label, e.total) for e in events if e.kind == "stage"] == [("train rope", 3)]
     assert entries(cache) == [entry] and (cache / entry / "metrics.jsonl").stat().st_mtime_ns == stamp
     assert not (tmp_path / "a" / "cache").exists() and not (tmp_path / "b" / "cache").exists()
     models1, models2 = run1.read_summary()["models"], run2.read_summary()["models"]

@@ -142,3 +142,90 @@ def test_the_job_names_a_scale_list_that_cannot_run(pe, scales, message):
 
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         job_cells(compose(["experiment=extrapolation", f"pe={pe}", *TINY[1:]]), scales)
+
+
+# --- the protocol on the run context ---------------------------------------------------------------
+
+JOB = [
+    "experiment=extrapolation",
+    "pe=rope",
+    "extrapolation.scales=[pi]",
+    "extrapolation.lengths=[16,32]",
+    "model.d_model=32",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.mlp_hidden=64",
+    "train.batch_size=4",
+    "train.warmup_steps=1",
+    "train.seq_len=16",
+    "train.steps=2",
+    "train.eval_every=1000",
+    "eval.max_windows=2",
+    "eval.periodic_windows=2",
+]
+
+
+def test_the_config_names_the_protocol_and_it_declares_its_tables():
+    from hydra.utils import instantiate
+
+    from posenc.engine.config import compose
+    from posenc.engine.context import Experiment, main_table
+    from posenc.experiments.extrapolation.protocol import Extrapolation
+
+    protocol = instantiate(compose(JOB).protocol)
+    assert isinstance(protocol, Extrapolation) and isinstance(protocol, Experiment)
+    assert [t.name for t in protocol.tables] == ["table", "per_position", "depth"]
+    assert main_table(protocol).keys == ("pe", "scale", "finetune_steps", "metric")
+    assert {t.pairs for t in protocol.tables} == {("seed",)}
+
+
+def test_check_refuses_a_job_before_any_folder(tmp_path):
+    from posenc.engine.config import compose
+    from posenc.engine.context import RunContext
+    from posenc.experiments.extrapolation.protocol import Extrapolation
+
+    cfg = compose([*JOB, "pe=nope"])
+    with pytest.raises(ConfigError, match=r"no scale of extrapolation.scales \(pi\) applies to pe 'nope'"):
+        Extrapolation().check(cfg)
+    with pytest.raises(ConfigError, match="evaluation length must be >= 1"):
+        Extrapolation().check(compose([*JOB, "extrapolation.lengths=[16,0]"]))
+    with pytest.raises(ConfigError):
+        Extrapolation().run(cfg, RunContext(tmp_path))
+    assert not tmp_path.joinpath("runs").exists()
+
+
+def test_a_job_writes_its_tables_with_the_seed_and_reports_each_stage(tmp_path):
+    from posenc.engine.config import compose
+    from posenc.engine.context import RunContext
+    from posenc.experiments.extrapolation.protocol import Extrapolation
+
+    events = []
+    result = Extrapolation().run(compose([*JOB, "seed=3"]), RunContext(tmp_path, on_event=events.append))
+    assert list(result.tables) == ["table", "per_position"]  # text has no depths
+    table = result.table
+    assert list(table.columns[:5]) == ["pe", "scale", "finetune_steps", "seed", "metric"]
+    assert list(zip(table.scale, table.metric)) == [("none", "bpb"), ("none", "ppl"), ("pi", "bpb"), ("pi", "ppl")]
+    assert (table.seed == 3).all() and (result.tables["per_position"].seed == 3).all()
+    assert [(e.label, e.total) for e in events if e.kind == "stage"] == [("train rope", 2)]
+    summary = result.run.read_summary()
+    assert (summary["status"], summary["table"], summary["tables"]) == ("completed", "table", ["table", "per_position"])
+    assert (result.run.path / "provenance.json").is_file() and summary["device"] == "cpu"
+
+
+def test_a_failure_mid_run_marks_the_folder_failed(tmp_path, monkeypatch):
+    import json
+
+    import posenc.experiments.extrapolation.protocol as protocol
+    from posenc.engine.config import compose
+    from posenc.engine.context import RunContext
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(protocol, "score", broken)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        protocol.Extrapolation().run(compose(JOB), RunContext(tmp_path))
+    (run,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: out of memory")
+    assert not (run / "table.csv").exists()
