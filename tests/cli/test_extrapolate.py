@@ -42,6 +42,7 @@ def test_end_to_end_table_files_and_cache(cli, tmp_path):
         "pe",
         "scale",
         "finetune_steps",
+        "seed",
         "metric",
         "16",
         "32",
@@ -117,8 +118,10 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     assert table[["16", "24"]].loc[table.metric == "accuracy"].stack().between(0, 1).all()
     assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")
-    assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[4:6]) == ["16", "24"]
-    assert list(depth.columns[6:]) == ["steps", "criterion", "target", "reached_target", "target_step"]
+    assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[:7]) == [
+        *("pe", "scale", "finetune_steps", "seed", "depth", "16", "24")
+    ]
+    assert list(depth.columns[7:]) == ["steps", "criterion", "target", "reached_target", "target_step"]
     assert (depth.steps == 4).all() and not depth.reached_target.any()  # 4 steps: short of 0.95
     assert (table.steps == 4).all() and not table.reached_target.any() and table.target_step.isna().all()
     [cache] = (tmp_path / "cache").iterdir()  # the trained model's folder records how its training ended
