@@ -55,9 +55,10 @@ OWN_ONLY = ("pe", "task", "steps")
 
 def given(ctx: typer.Context, names: Any) -> list[str]:
     """The options among ``names`` that the command line (or the environment) set."""
-    from click.core import ParameterSource
-
-    return [n for n in names if ctx.get_parameter_source(n) not in (None, ParameterSource.DEFAULT)]
+    # by the source's name: typer ships its own copy of click, whose enum is not click's
+    return [
+        n for n in names if getattr(ctx.get_parameter_source(n), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
+    ]
 
 
 def flag(name: str) -> str:
@@ -133,10 +134,10 @@ def run_real(
             + ("; fine-tune it with --finetune-steps" if own_given[0] == "steps" else "")
         )
     check_overrides(overrides)
-    composed = [*real_overrides(model, options), *overrides]
+    seed = [f"seed={ctx.params['seed']}"] if given(ctx, ["seed"]) else []
+    composed = [*real_overrides(model, options), *seed, *overrides]
     cfg = compose(composed)
-    seed_given = given(ctx, ["seed"]) or any(o.lstrip("+~").split("=")[0] == "seed" for o in overrides)
-    if seed_given and not cfg.real.finetune_steps:
+    if any(o.lstrip("+~").split("=")[0] == "seed" for o in [*seed, *overrides]) and not cfg.real.finetune_steps:
         raise UserError(
             f"--seed is unused: the real model --model '{model}' is scored deterministically; "
             "it draws random numbers only to fine-tune (--finetune-steps)"

@@ -77,7 +77,7 @@ from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.results import config_hash
 from posenc.engine.training import resolve_device
 from posenc.models import pretrained
-from posenc.models.hf import _rope_parameters, llama_config_for, save_hf_llama, scale_from_hf_config
+from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, scale_from_hf_config
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
 from posenc.reporting.style import pyplot, save_figure
@@ -277,7 +277,7 @@ def score(losses: torch.Tensor, length: int, tail: int, edges: Sequence[int]) ->
 
 def shipped_rope(config: Any) -> tuple[str, NoScale]:
     """The model's own RoPE: "θ = …, rope_type …" for tables, and its posenc scale."""
-    params = _rope_parameters(config)
+    params = rope_parameters(config)
     return f"θ = {params['rope_theta']:g}, rope_type {params['rope_type']}", scale_from_hf_config(config)
 
 
@@ -304,15 +304,15 @@ class Model:
         self.loaded, self.lm = loaded, loaded.lm
         self.shipped = (self.lm.pe.inv_freq.clone(), self.lm.pe.attention_scaling)
         self.stacks = type(shipped_rope(loaded.config)[1]) is not NoScale
-        self.hooks = dict(self.lm._forward_pre_hooks)  # a shipped dynamic rescaling follows the length
+        self.follows = self.lm.length_scale  # a shipped dynamic rescaling follows the length
 
     def install(self, scale: NoScale, length: int) -> torch.device:
         """Put ``scale`` in place for a forward over ``length`` tokens; the model's device."""
         lm = self.lm
         lm.pe.set_frequencies(*self.shipped)
-        lm._forward_pre_hooks.clear()
+        lm.follow_length(None)
         if type(scale) is NoScale:
-            lm._forward_pre_hooks.update(self.hooks)
+            lm.follow_length(self.follows)
         elif self.stacks:  # PI on the shipped rescaling (check_stacking refused the rest)
             lm.pe.set_frequencies(self.shipped[0] / scale.factor_for(length), self.shipped[1])
         else:
@@ -719,7 +719,7 @@ def check_finetune(settings: RealSettings, config: Any, scales: dict[str, NoScal
             "real.finetune_steps fine-tunes under each scale besides the baseline none; give one, e.g. yarn"
         )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    fraction = float(_rope_parameters(config).get("partial_rotary_factor", 1.0))
+    fraction = float(rope_parameters(config).get("partial_rotary_factor", 1.0))
     for name, scale in scales.items():
         try:
             llama_config_for(config, scale, int(head_dim * fraction), max(settings.lengths))
