@@ -24,6 +24,12 @@ from posenc.reporting.estimates import (
 )
 from posenc.reporting.literature import claim
 from posenc.reporting.tables import (
+    CHECK,
+    ORDER,
+    PASSKEY,
+    RESOLUTION,
+    SIMILARITY,
+    TEXT,
     Meta,
     Section,
     Tables,
@@ -73,7 +79,7 @@ def c1(tables: Tables, meta: Meta) -> Section:
     s = start("C1")
     t = order_rows(tables)
     if t is None:
-        s.lines = missing(tables, "order")
+        s.lines = missing(tables, ORDER.name)
         return s
     count = f"{int(t['order.permutations'].max())} " if "order.permutations" in t else ""
     s.lines = [
@@ -111,7 +117,7 @@ def c2(tables: Tables, meta: Meta) -> Section:
     s = start("C2")
     t = order_rows(tables)
     if t is None:
-        s.lines = missing(tables, "order")
+        s.lines = missing(tables, ORDER.name)
         return s
     blind = encoding(t["pe"].unique(), "nothing")
     causal = select(t, pe=blind, attention="causal")
@@ -169,7 +175,7 @@ def c3(tables: Tables, meta: Meta) -> Section:
                     "evaluated at all (no rows: `PositionOutOfRange`, NaN in the table) — the model has no "
                     "input for those positions."
                 )
-    r = present(tables, "resolution")
+    r = present(tables, RESOLUTION.name)
     if r is not None and len(r):
         cols, parts = pixels(r), []
         for pe in subjects["tables"]:
@@ -181,7 +187,7 @@ def c3(tables: Tables, meta: Meta) -> Section:
             f"Images (`suite/resolution.csv`): a table trained on the {train_px(r)} grid must be resampled to "
             "be used on another; accuracy without fine-tune — " + "; ".join(parts) + "."
         )
-    s.lines = lines or missing(tables, "extrapolation_text")
+    s.lines = lines or missing(tables, TEXT.name)
     return s
 
 
@@ -189,7 +195,7 @@ def c5(tables: Tables, meta: Meta) -> Section:
     s = start("C5")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing(tables, "extrapolation_text")
+        s.lines = missing(tables, TEXT.name)
         return s
     ns = lengths(t)
     s.lines = [
@@ -231,7 +237,7 @@ def c11(tables: Tables, meta: Meta) -> Section:
     s = start("C11")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing(tables, "extrapolation_text")
+        s.lines = missing(tables, TEXT.name)
         return s
     rope = claim("C11").subject("scheme")
     rows, ns = select(t, pe=rope), lengths(t)
@@ -242,7 +248,7 @@ def c11(tables: Tables, meta: Meta) -> Section:
         md(extrapolation_table(rows, "bpb")),
         "",
     ]
-    p = ext_table(tables, "extrapolation_passkey")
+    p = ext_table(tables, PASSKEY.name)
     if p is not None:
         s.lines += [
             "Passkey retrieval (answer accuracy; `suite/extrapolation_passkey.csv`):",
@@ -281,9 +287,9 @@ def c11(tables: Tables, meta: Meta) -> Section:
 
 
 def check_lines(tables: Tables, key: str) -> list[str]:
-    t = completed(tables.get("check"))
+    t = completed(tables.get(CHECK.name))
     if t is None or not len(t):
-        return missing(tables, "check")
+        return missing(tables, CHECK.name)
     part = t[t["claim"] == key]
     if not len(part):
         return [f"`posenc check` measured nothing for {key}."]
@@ -339,9 +345,9 @@ def c8(tables: Tables, meta: Meta) -> Section:
 
 def c6(tables: Tables, meta: Meta) -> Section:
     s = start("C6")
-    t = present(tables, "resolution_similarity")
+    t = present(tables, SIMILARITY.name)
     if t is None:
-        s.lines = missing(tables, "resolution")
+        s.lines = missing(tables, RESOLUTION.name)
         return s
     rows = [
         {
@@ -373,9 +379,9 @@ def c6(tables: Tables, meta: Meta) -> Section:
 
 def c7(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C7"), claim("C7").subjects
-    r = present(tables, "resolution")
+    r = present(tables, RESOLUTION.name)
     if r is None or not len(r):
-        s.lines = missing(tables, "resolution")
+        s.lines = missing(tables, RESOLUTION.name)
         return s
     steps = sorted(int(x) for x in r["finetune_steps"].dropna().unique())
     s.lines = [
@@ -416,7 +422,7 @@ def c7(tables: Tables, meta: Meta) -> Section:
 
 def c12(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C12"), claim("C12").subjects
-    t, r = ext_table(tables), present(tables, "resolution")
+    t, r = ext_table(tables), present(tables, RESOLUTION.name)
     rows, shows = [], []
     if r is not None and len(r):
         far, px = pixels(r)[-1], train_px(r)
@@ -472,7 +478,7 @@ def c12(tables: Tables, meta: Meta) -> Section:
                 f"{_helps(gap.verdict(), higher_is_better=False)}"
             )
     if not rows:
-        s.lines = missing(tables, "resolution")
+        s.lines = missing(tables, RESOLUTION.name)
         return s
     s.lines = [
         "Both experiments side by side: the longest length / highest resolution, without fine-tune.",

@@ -28,6 +28,10 @@ from posenc.reporting.estimates import (
 )
 from posenc.reporting.literature import finding
 from posenc.reporting.tables import (
+    PASSKEY,
+    RESOLUTION,
+    TARGET,
+    TEXT,
     Meta,
     Section,
     Tables,
@@ -85,7 +89,7 @@ def _vit_task(r: pd.DataFrame, paper: Any, sweep: str, meta: Meta) -> list[str]:
     verdict = "yes" if worse and not lagging else "partly" if worse else "no"
     best = max(absolute, key=lambda a: acc[a].mean)
     compared = "; ".join(f"{pe} − {best} {g[best]}" for pe, g in rel.items() if best in g)
-    relational = sweep != "resolution"
+    relational = sweep != RESOLUTION.name
     lines.append(
         f"**Agrees:** {verdict} on {task} — "
         + (
@@ -126,7 +130,7 @@ def vit_ablation(tables: Tables, meta: Meta) -> Section:
     for sweep in tasks:
         r = present(tables, sweep, everyone=True)  # whether a scheme can learn the task is what it measures
         if r is None:
-            s.lines.append(f"Not measured on {tasks[sweep]}: the suite's `{sweep}` sweep is missing from this run.")
+            s.lines.append(f"Not measured on {tasks[sweep]}: the table `{sweep}` was not run.")
         else:
             s.lines += _vit_task(r, paper, sweep, meta)
     return s
@@ -136,7 +140,7 @@ def alibi(tables: Tables, meta: Meta) -> Section:
     s, paper = start("ALiBi"), finding("ALiBi")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing(tables, "extrapolation_text")
+        s.lines = missing(tables, TEXT.name)
         return s
     d = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique()}
     s.lines = [
@@ -168,9 +172,7 @@ def alibi(tables: Tables, meta: Meta) -> Section:
                 ""
                 if verdict == "yes"
                 else " "
-                + paper.say(
-                    "why_not", train_length=lengths(t)[0], multiple=multiple(t), **about(meta, "extrapolation_text", t)
-                )
+                + paper.say("why_not", train_length=lengths(t)[0], multiple=multiple(t), **about(meta, TEXT.name, t))
             )
         )
     return s
@@ -178,7 +180,7 @@ def alibi(tables: Tables, meta: Meta) -> Section:
 
 def _target(tables: Tables) -> tuple[pd.DataFrame, int] | None:
     """The fixed-factor table and its factor (``extrapolation.factor``), if the suite ran it."""
-    t = present(tables, "extrapolation_target")
+    t = present(tables, TARGET.name)
     if t is None or "extrapolation.factor" not in t:
         return None
     return t, int(float(t["extrapolation.factor"].iloc[0]))
@@ -200,7 +202,7 @@ def pi(tables: Tables, meta: Meta) -> Section:
     s, paper = start("PI"), finding("PI")
     t = ext_table(tables)
     if t is None:
-        s.lines = missing(tables, "extrapolation_text")
+        s.lines = missing(tables, TEXT.name)
         return s
     ns, rope, scale = lengths(t), paper.subject("scheme"), paper.subject("scale")
     raw_rows = select(as_trained(t), pe=rope, metric="bpb")
@@ -241,8 +243,7 @@ def pi(tables: Tables, meta: Meta) -> Section:
         + (
             ""
             if better
-            else " "
-            + paper.say("why_not", rise=str(rise(t, rope)), factor=multiple(t), **about(meta, "extrapolation_text", t))
+            else " " + paper.say("why_not", rise=str(rise(t, rope)), factor=multiple(t), **about(meta, TEXT.name, t))
         )
     )
     return s
@@ -260,7 +261,7 @@ def yarn(tables: Tables, meta: Meta) -> Section:
     s, paper = start("YaRN"), finding("YaRN")
     target = _target(tables)
     if target is None:
-        s.lines = missing(tables, "extrapolation_target")
+        s.lines = missing(tables, TARGET.name)
         return s
     t, factor = target
     spans = dict(zip(("within", "beyond"), _spans(t, factor)))
@@ -308,20 +309,16 @@ def yarn(tables: Tables, meta: Meta) -> Section:
             for n, ok in agrees.items()
         )
         + "."
-        + (
-            ""
-            if all(agrees.values())
-            else " " + paper.say("why_not", steps=str(ft), **about(meta, "extrapolation_target", t))
-        ),
+        + ("" if all(agrees.values()) else " " + paper.say("why_not", steps=str(ft), **about(meta, TARGET.name, t))),
     ]
     return s
 
 
 def rope_vit(tables: Tables, meta: Meta) -> Section:
     s, paper = start("RoPE-ViT"), finding("RoPE-ViT")
-    r = present(tables, "resolution")
+    r = present(tables, RESOLUTION.name)
     if r is None:
-        s.lines = missing(tables, "resolution")
+        s.lines = missing(tables, RESOLUTION.name)
         return s
     px, cols = train_px(r), pixels(r)
     higher = [c for c in cols if int(c[:-2]) > int(px[:-2])]
@@ -359,9 +356,9 @@ def rope_vit(tables: Tables, meta: Meta) -> Section:
 
 def nope(tables: Tables, meta: Meta) -> Section:
     s, paper = start("NoPE"), finding("NoPE")
-    t, p = ext_table(tables), ext_table(tables, "extrapolation_passkey")
+    t, p = ext_table(tables), ext_table(tables, PASSKEY.name)
     if t is None and p is None:
-        s.lines = missing(tables, "extrapolation_passkey")
+        s.lines = missing(tables, PASSKEY.name)
         return s
     subject, lines = paper.subject("scheme"), []
     if p is not None:
@@ -392,7 +389,7 @@ def nope(tables: Tables, meta: Meta) -> Section:
                 f"{', '.join(beats) or 'no other scheme'}"
                 + (f", with no difference shown from {', '.join(ties)}" if ties else "")
                 + "."
-                + ("" if verdict == "yes" else " " + paper.say("why_not", **about(meta, "extrapolation_passkey", p)))
+                + ("" if verdict == "yes" else " " + paper.say("why_not", **about(meta, PASSKEY.name, p)))
             )
     if t is not None:
         rivals = {pe: rise(t, pe) for pe in as_trained(t)["pe"].unique() if pe != subject}

@@ -16,7 +16,21 @@ from posenc.launch.suite import SUITE_FILE
 from posenc.reporting.claims import CLAIMS
 from posenc.reporting.findings import FINDINGS
 from posenc.reporting.plots import plot_extrapolation, plot_order, plot_resolution
-from posenc.reporting.tables import Tables, controls, did_not_learn, ext_table, md, order_rows, present
+from posenc.reporting.tables import (
+    PASSKEY,
+    RELATIONAL,
+    RESOLUTION,
+    TEXT,
+    Tables,
+    check_tables,
+    controls,
+    did_not_learn,
+    ext_table,
+    filled_tables,
+    md,
+    order_rows,
+    present,
+)
 
 # --- the report ----------------------------------------------------------------------------------
 
@@ -104,18 +118,22 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
 def write_report(tables: Tables, meta: dict[str, Any], out: Path) -> Path:
     """``out/REPORT.md`` and ``out/suite/`` (every table as CSV and Markdown, the plots, and the
     suite's record ``suite.json`` naming its tables, so that ``collect`` reads the folder back);
-    the folder is replaced whole, so a crash leaves the previous report's tables or the new ones."""
+    the folder is replaced whole, so a crash leaves the previous report's tables or the new ones.
+
+    A table the report reads that no sweep filled and no ``--only`` left out stops it first, in
+    one line (``check_tables``)."""
+    check_tables(*filled_tables(tables, meta))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
     def fill(folder: Path) -> None:
         for name, table in tables.items():
             write_table(table, folder, name)
-        for name in ("extrapolation_text", "extrapolation_passkey"):
+        for name, metric in ((TEXT.name, "bpb"), (PASSKEY.name, "accuracy")):
             t = ext_table(tables, name)
             if t is not None:
-                plot_extrapolation(t, "bpb" if name.endswith("text") else "accuracy", folder / f"{name}.png")
-        for name in ("resolution", "resolution_relational"):
+                plot_extrapolation(t, metric, folder / f"{name}.png")
+        for name in (RESOLUTION.name, RELATIONAL.name):
             r = present(tables, name)
             if r is not None:
                 plot_resolution(r, folder / f"{name}.png")

@@ -1,29 +1,105 @@
-"""The suite's tables as the report reads them, and the parts of a report section.
+"""The tables the report reads, declared in one place, and the parts of a report section.
 
-Input: the long tables ``posenc.launch.suite.collect`` makes (one row per table row of every job,
-with its ``seed``): ``extrapolation_text``, ``extrapolation_target``, ``extrapolation_passkey``,
-``resolution``, ``resolution_similarity``, ``order``, ``check``. A table that is missing (a sweep
-not run) makes its sections say so instead of failing. Which schemes play which part is asked of
-their classes (``encodes``, ``ndim``, ``adds_bias``), never listed here.
+``REPORT_TABLES`` names every table the report reads: the long tables ``posenc.launch.suite.collect``
+makes (one row per table row of every job, with its ``seed``), each filled by the suite's sweeps
+that name it (``table:`` in a suite YAML, by default the sweep's own name), from a table its
+experiment's protocol declares (a ``TableSpec``). ``check_tables`` holds a suite to it: renaming a
+sweep keeps every section as long as the sweep still names its table; a table no sweep fills stops
+the report in one line, unless a run left its sweeps out on purpose (``--only``), and then its
+sections say it was not run. Which schemes play which part is asked of their classes (``encodes``,
+``ndim``, ``adds_bias``), never listed here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import pandas as pd
 
-from posenc.core.errors import ConfigError
-from posenc.engine.config import option_class
+from posenc.core.errors import ConfigError, UserError
+from posenc.engine.config import option_class, option_node, target_class
+from posenc.engine.context import TableSpec, main_table
 from posenc.launch.suite import SIDE_TABLES
 from posenc.pe.resample import MODES
 from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate, under_target
 
 Tables = dict[str, pd.DataFrame]
 Meta = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """A table the report reads: ``name`` (what a suite sweep's ``table:`` says), the experiment
+    option whose protocol writes its rows, and which of that protocol's tables (``source``; empty:
+    its main table). A side table (``side_of``) comes with the sweeps of another table
+    (``resolution_similarity`` from the runs of ``resolution``). ``fill`` is the sweep overrides
+    that fill it; rows pair across schemes, scalings and methods on ``pairs``."""
+
+    name: str
+    experiment: str
+    fill: str = ""
+    source: str = ""
+    side_of: str = ""
+    pairs: tuple[str, ...] = ("seed",)
+
+    def spec(self) -> TableSpec:
+        """The protocol's declaration of the table these rows come from."""
+        protocol = target_class(option_node("experiment", self.experiment)["protocol"], "protocol")
+        if not self.source:
+            return main_table(protocol)
+        return next(t for t in protocol.tables if t.name == self.source)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The columns that tell one row from another within a job (the protocol's keys)."""
+        return self.spec().keys
+
+
+TEXT = ReportTable("extrapolation_text", "extrapolation", "experiment=extrapolation task=text")
+TARGET = ReportTable(
+    "extrapolation_target", "extrapolation", "experiment=extrapolation task=text pe=rope extrapolation.factor=4"
+)
+PASSKEY = ReportTable("extrapolation_passkey", "extrapolation", "experiment=extrapolation task=passkey")
+PASSKEY_DEPTH = ReportTable("extrapolation_passkey_depth", "extrapolation", source="depth", side_of=PASSKEY.name)
+RESOLUTION = ReportTable("resolution", "resolution", "experiment=resolution")
+SIMILARITY = ReportTable("resolution_similarity", "resolution", source="similarity", side_of=RESOLUTION.name)
+RELATIONAL = ReportTable("resolution_relational", "resolution", "experiment=resolution task.label=above")
+ORDER = ReportTable("order", "order", "experiment=order")
+CHECK = ReportTable("check", "check", "experiment=check")
+REPORT_TABLES = (TEXT, TARGET, PASSKEY, PASSKEY_DEPTH, RESOLUTION, SIMILARITY, RELATIONAL, ORDER, CHECK)
+
+
+def check_tables(filled: Mapping[str, Collection[str]], left_out: Collection[str] = ()) -> None:
+    """Every table the report reads is filled (``filled``: {table: the sweeps that fill it}) or
+    was left out on purpose (``left_out``: the tables of the sweeps a run did not run); else a
+    ``UserError`` naming the first missing table and the sweep that would fill it."""
+    for t in REPORT_TABLES:
+        if t.side_of or filled.get(t.name) or t.name in left_out:
+            continue
+        unread = [f"{n} ({', '.join(filled[n])})" for n in sorted(filled) if n not in {r.name for r in REPORT_TABLES}]
+        also = f"; the suite fills {', '.join(unread)}, which the report does not read" if unread else ""
+        raise UserError(
+            f"the report reads the table '{t.name}', which no sweep of the suite fills: give the sweep "
+            f"that runs {t.fill} the line `table: {t.name}`{also}"
+        )
+
+
+def filled_tables(tables: Mapping[str, Any], meta: Meta) -> tuple[dict[str, list[str]], set[str]]:
+    """({table: the sweeps that fill it}, the tables of the sweeps left out) of a suite's record
+    (``suite.json``) and its collected tables."""
+    filled: dict[str, list[str]] = {name: [] for name in tables}
+    for name, sweep in (meta.get("sweeps") or {}).items():
+        filled.setdefault(sweep.get("table") or name, []).append(name)
+    return {k: v or [k] for k, v in filled.items()}, set((meta.get("left_out") or {}).values())
+
+
+def sweeps_of(meta: Meta, table: str) -> list[tuple[str, dict[str, Any]]]:
+    """The suite's sweeps that fill ``table``, the one named like it first."""
+    found = [(n, s) for n, s in (meta.get("sweeps") or {}).items() if (s.get("table") or n) == table]
+    return sorted(found, key=lambda item: item[0] != table)
 
 
 @dataclass
@@ -50,7 +126,7 @@ def missing(tables: Tables, name: str) -> list[str]:
             f"Not measured: no model of the suite's `{name}` sweep reached its training target "
             '(see "Models under their training target").'
         ]
-    return [f"Not measured: the suite's `{name}` sweep is missing from this run (`posenc suite --only …`?)."]
+    return [f"Not measured: the table `{name}` was not run (its sweeps were left out: `posenc suite --only …`)."]
 
 
 def md(table: pd.DataFrame) -> str:
@@ -162,7 +238,7 @@ def did_not_learn(tables: Tables, expected: dict[str, dict[str, str]] | None = N
     return short, control_lines
 
 
-def ext_table(tables: Tables, name: str = "extrapolation_text") -> pd.DataFrame | None:
+def ext_table(tables: Tables, name: str = TEXT.name) -> pd.DataFrame | None:
     t = present(tables, name)
     if t is None:
         return None
@@ -207,7 +283,7 @@ def rises(t: pd.DataFrame, pe: str, metric: str = "bpb") -> dict[Any, float]:
 
 
 def order_rows(tables: Tables) -> pd.DataFrame | None:
-    return present(tables, "order", everyone=True)  # whether order can be learned is what it measures
+    return present(tables, ORDER.name, everyone=True)  # whether order can be learned is what it measures
 
 
 def train_px(r: pd.DataFrame) -> str:
@@ -235,24 +311,25 @@ def pe_lr_words(model: dict[str, Any]) -> str:
     return "" if scale == 1 else f"position parameters at {scale:g}× the lr"
 
 
-def about(meta: Meta, sweep: str, table: pd.DataFrame | None = None) -> dict[str, str]:
-    """Words for a sweep's prose: ``seeds`` ("3 seeds", counted in the table, else the suite's)
-    and ``model`` ("2-layer, 64-wide model (lm_tiny, 400 training steps)") from the suite's record."""
+def about(meta: Meta, name: str, table: pd.DataFrame | None = None) -> dict[str, str]:
+    """Words for the prose about the table ``name``: ``seeds`` ("3 seeds", counted in the table,
+    else the suite's) and ``model`` ("2-layer, 64-wide model (lm_tiny, 400 training steps)") from
+    the suite's record of the sweeps that fill it."""
     n = int(table["seed"].nunique()) if table is not None and "seed" in table else len(meta.get("seeds") or [])
-    sweeps = meta.get("sweeps", {})
-    m = (sweeps.get(sweep) or {}).get("model") or {}
+    filling = sweeps_of(meta, name)
+    m = (filling[0][1].get("model") if filling else None) or {}
     # trained to criterion (the table records it): the steps are a cap
     steps = "at most {} training steps" if table is not None and "reached_target" in table else "{} training steps"
     if {"n_layers", "d_model"} <= set(m):
         trained = f", {steps.format(m['steps'])}" if m.get("steps") else ""
         trained += f", {pe_lr_words(m)}" if pe_lr_words(m) else ""
         # sweeps that fill the same table with their own recipe (NoPE's deeper LM, a learning rate)
-        for name, other in sweeps.items():
+        for other_name, other in filling[1:]:
             o = other.get("model") or {}
-            if name != sweep and other.get("table") == sweep and {"n_layers", "d_model"} <= set(o) and o != m:
+            if {"n_layers", "d_model"} <= set(o) and o != m:
                 which = next(
                     (v.split("=", 1)[1].replace(",", ", ") for v in other.get("overrides", []) if v.startswith("pe=")),
-                    name,
+                    other_name,
                 )
                 if (o["n_layers"], o["d_model"]) != (m["n_layers"], m["d_model"]):
                     which += f" {o['n_layers']}-layer, {o['d_model']}-wide"

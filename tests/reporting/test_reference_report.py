@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy import stats as scipy_stats
 
 from posenc.analysis.stats import summarize
+from posenc.core.errors import UserError
 from posenc.reporting.claims import CLAIMS, Estimate
 from posenc.reporting.findings import FINDINGS
 from posenc.reporting.reference_report import render, write_report
@@ -240,6 +243,7 @@ META = {
     "seconds": 600.0,
     "machine": {"cpus": 2, "machine": "x86_64", "torch": "2.x", "python": "3.11"},
     "sweeps": {"order": {"jobs": 3, "seconds": 60.0, "description": "order"}},
+    "left_out": {"resolution_relational": "resolution_relational"},  # tables() has no relational table
 }
 
 
@@ -437,7 +441,7 @@ def test_the_vit_ablation_reads_the_absolute_and_the_relational_task():
     assert "**Agrees:** yes on the relational task (label = is the red shape above the blue one)" in body
     assert "relative positions suffice" in body and "Not measured" not in body
     body = section(render(tables(resolution=resolution(rel_acc=0.25)), META), "ViT")
-    assert "Not measured on the relational task" in body and "`resolution_relational` sweep is missing" in body
+    assert "Not measured on the relational task" in body and "the table `resolution_relational` was not run." in body
     body = section(
         render(tables(resolution_relational=resolution(rel_acc=0.5)) | {"resolution": pd.DataFrame()}, META), "ViT"
     )
@@ -574,7 +578,9 @@ def test_a_sweep_whose_models_all_missed_their_target_says_so_not_missing():
         "Not measured: no model of the suite's `extrapolation_text` sweep reached its training target "
         '(see "Models under their training target").'
     ]
-    assert "is missing from this run" in missing({}, "extrapolation_text")[0]
+    assert missing({}, "extrapolation_text") == [
+        "Not measured: the table `extrapolation_text` was not run (its sweeps were left out: `posenc suite --only …`)."
+    ]
 
 
 def test_an_extrapolation_model_under_its_target_is_named_and_left_out():
@@ -608,3 +614,95 @@ def test_the_similarity_of_a_table_under_its_target_is_left_out_and_named_once()
     assert "gains 0.5 [0.5, 0.5] (n=2)" in section(text, "C6")
     under = text.split("## Models under their training target")[1].split("## ")[0]
     assert "- `resolution`: 1 did not learn — learned (seed 2)." in under and "resolution_similarity" not in under
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def renamed_quick_suite(tmp_path: Path, table: bool) -> Path:
+    """configs/suite/quick.yaml with its extrapolation_text sweep renamed text_lm (naming its table or not)."""
+    node = yaml.safe_load((ROOT / "configs" / "suite" / "quick.yaml").read_text())
+    sweeps = node["sweeps"]
+    node["sweeps"] = {("text_lm" if k == "extrapolation_text" else k): v for k, v in sweeps.items()}
+    if table:
+        node["sweeps"]["text_lm"]["table"] = "extrapolation_text"
+    path = tmp_path / ("named.yaml" if table else "unnamed.yaml")
+    path.write_text(yaml.safe_dump(node))
+    return path
+
+
+def suite_meta(path: Path, only: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """What a run of the suite file records (``suite.json``'s sweeps) and the tables ``collect``
+    makes of it (keyed by the table each sweep fills), from the synthetic tables."""
+    from posenc.launch.suite import load
+
+    specs = [s for s in load(str(path)).sweeps]
+    ran = [s for s in specs if not only or s.name in only]
+    meta = META | {
+        "sweeps": {s.name: {"table": s.table, "jobs": 3, "description": s.description} for s in ran},
+        "left_out": {s.name: s.table for s in specs if s not in ran},
+    }
+    full = tables(resolution_relational=resolution())
+    collected = {s.table: full[s.table] for s in ran if s.table in full}
+    for s in ran:  # side tables come with the sweeps of their table
+        if f"{s.table}_similarity" in full:
+            collected[f"{s.table}_similarity"] = full[f"{s.table}_similarity"]
+    return collected, meta
+
+
+def test_a_renamed_sweep_that_names_its_table_keeps_every_section(tmp_path):
+    collected, meta = suite_meta(renamed_quick_suite(tmp_path, table=True))
+    assert "text_lm" in meta["sweeps"] and "extrapolation_text" in collected
+    report = write_report(collected, meta, tmp_path / "out")
+    text = report.read_text()
+    assert "Not measured" not in text
+    # the sections read as those of the suite as it is, whose sweep has the table's name
+    as_is = render(*suite_meta(ROOT / "configs" / "suite" / "quick.yaml"))
+    assert _body_of(text).strip() == _body_of(as_is).strip()
+    assert "rope rises by 1 [1, 1] (n=3) bits per byte from 64 to 256" in section(text, "C5")
+
+
+def _body_of(text: str) -> str:
+    return text.split("## The seed document's claims", 1)[1].rsplit("\n---\nWritten ", 1)[0]
+
+
+def test_a_renamed_sweep_without_its_table_stops_the_report_in_one_line_naming_it(tmp_path):
+    collected, meta = suite_meta(renamed_quick_suite(tmp_path, table=False))
+    collected["text_lm"] = collected.pop("extrapolation_text", tables()["extrapolation_text"])  # collect's name
+    with pytest.raises(UserError) as info:
+        write_report(collected, meta, tmp_path / "out")
+    assert str(info.value) == (
+        "the report reads the table 'extrapolation_text', which no sweep of the suite fills: give the sweep "
+        "that runs experiment=extrapolation task=text the line `table: extrapolation_text`; the suite fills "
+        "text_lm (text_lm), which the report does not read"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_left_out_with_only_is_reported_as_not_run(tmp_path):
+    path = ROOT / "configs" / "suite" / "quick.yaml"
+    collected, meta = suite_meta(path, only=("order", "check", "resolution", "resolution_relational"))
+    assert "extrapolation_text" not in collected and meta["left_out"]["extrapolation_text"] == "extrapolation_text"
+    text = write_report(collected, meta, tmp_path).read_text()
+    assert "Not measured: the table `extrapolation_text` was not run" in section(text, "C5")
+    assert "Not measured" not in section(text, "C1")
+
+
+def test_every_report_table_comes_from_a_table_its_protocol_declares():
+    from posenc.reporting.literature import finding
+    from posenc.reporting.tables import REPORT_TABLES
+
+    names = {t.name for t in REPORT_TABLES}
+    for t in REPORT_TABLES:
+        spec = t.spec()  # the protocol of experiment=<t.experiment> declares it
+        assert spec.name == (t.source or spec.name) and (t.side_of in names if t.side_of else t.fill), t
+    assert set(finding("ViT").subject("tasks")) <= names
+    # every built-in suite fills every table the report reads
+    from posenc.launch.suite import load
+    from posenc.reporting.tables import check_tables
+
+    for suite in ("quick", "standard", "full"):
+        filled: dict[str, list[str]] = {}
+        for spec in load(suite).sweeps:
+            filled.setdefault(spec.table, []).append(spec.name)
+        check_tables(filled)
