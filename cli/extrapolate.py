@@ -18,8 +18,21 @@ from posenc.cli.common import (
     overrides_from,
     user_errors,
 )
-from posenc.cli.real import Data, Device, Dtype, Factor, Passkey, Tail, Windows, is_real_model, run_real
-from posenc.core.errors import UserError
+from posenc.cli.real import (
+    REAL_ONLY,
+    Data,
+    Device,
+    Dtype,
+    Factor,
+    Passkey,
+    Tail,
+    Windows,
+    given,
+    is_real_model,
+    real_options,
+    refuse_real_options,
+    run_real,
+)
 
 
 def _names(value: str | None, option: str) -> list[str]:
@@ -46,6 +59,7 @@ def print_table(title: str, table: Any) -> None:
 
 
 def extrapolate(
+    ctx: typer.Context,
     pe: Annotated[str, typer.Option(help="Position schemes, comma list (see `posenc list pe`).")] = "rope",
     scale: Annotated[str, typer.Option(help="Rescalings, comma list, or `all` (see `posenc list scale`).")] = "none",
     lengths: Annotated[
@@ -71,11 +85,11 @@ def extrapolate(
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
     config_dir: ConfigDir = None,
-    windows: Windows = 1,
-    tail: Tail = 1024,
+    windows: Windows = None,
+    tail: Tail = None,
     data: Data = None,
-    dtype: Dtype = "float32",
-    device: Device = "auto",
+    dtype: Dtype = None,
+    device: Device = None,
     factor: Factor = None,
     passkey: Passkey = None,
     overrides: Overrides = None,
@@ -88,23 +102,22 @@ def extrapolate(
     """
     if is_real_model(model):
         with user_errors():
-            if overrides or task:
-                raise UserError(f"--task and overrides apply to posenc's own models, not to --model '{model}'")
-            return run_real(
-                model,
-                _names(scale, "--scale"),
-                _lengths(lengths),
-                windows,
-                tail,
-                data,
-                dtype,
-                device,
-                factor,
-                passkey,
-                results_dir,
-                quiet,
-                finetune_steps,
+            options = real_options(
+                ctx,
+                scale=scale,
+                lengths=lengths,
+                finetune_steps=finetune_steps,
+                windows=windows,
+                tail=tail,
+                data=data,
+                dtype=dtype,
+                device=device,
+                factor=factor,
+                passkey=passkey,
             )
+            return run_real(model, options, overrides or [], ctx, results_dir, quiet)
+    with user_errors():
+        refuse_real_options(given(ctx, REAL_ONLY))  # before any work of posenc's own models
     with user_errors():
         from posenc.engine.context import RunContext
         from posenc.engine.results import results_root
