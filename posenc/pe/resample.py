@@ -1,4 +1,4 @@
-"""Resample a position table laid out on a 2D patch grid to another grid (seed claim C7).
+"""Resample a learned position table: to another patch grid (seed claim C7), or to a longer sequence.
 
 A ViT trained at one resolution has one table row per patch of its grid (plus prefix rows for
 the cls token); at another resolution the grid changes, so the table is treated as an image with
@@ -7,6 +7,10 @@ Worth 16x16 Words", §3.2). The same function serves a forward pass at a new res
 loading of a checkpoint, as timm's ``resample_abs_pos_embed`` does. Checked against torchvision's
 ``models.vision_transformer.interpolate_embeddings`` (bicubic, align_corners=True, no antialias)
 and timm's ``resample_abs_pos_embed`` (bicubic, antialias) in tests/pe/test_resample.py.
+
+A table of 1D positions serves a longer sequence the same way (``resample_table``): its last row
+repeated, or the table read at m·n/length (Position Interpolation, Chen et al. 2023, on a table).
+The modules own the tables and call these functions (``LearnedPE.resample_``, ``resample_grid_``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,30 @@ SMOOTH_MODES: tuple[str, ...] = (
     "bilinear",
     "bicubic",
 )  # the modes F.interpolate allows align_corners and antialias for
+
+
+TABLE_MODES: tuple[str, ...] = ("clamp", "linear")
+
+
+def resample_table(table: torch.Tensor, length: int, mode: str = "linear") -> torch.Tensor:
+    """(n, d) table of 1D positions -> the table for ``length`` positions; ``table`` itself when
+    ``length`` <= n (every position already has its row).
+
+    ``clamp``: (length, d), positions past the table reuse its last row. ``linear``: (length, d),
+    row m is the table read at m·n/length, linearly between neighbouring rows.
+    """
+    if mode not in TABLE_MODES:
+        raise ConfigError(f"unknown table resampling '{mode}'; valid: {', '.join(TABLE_MODES)}")
+    n = table.shape[0]
+    if length <= n:
+        return table
+    if mode == "clamp":
+        return torch.cat((table, table[-1:].expand(length - n, -1)), dim=0)  # (length, d)
+    x = torch.arange(length, dtype=torch.float64) * (n / length)  # (length,) in [0, n)
+    lo = x.floor().long().clamp(max=n - 1)
+    hi = (lo + 1).clamp(max=n - 1)
+    w = (x - lo).to(table.dtype)[:, None]  # (length, 1)
+    return table[lo] * (1 - w) + table[hi] * w  # (length, d)
 
 
 def as_grid(grid: int | tuple[int, int] | list[int]) -> tuple[int, int]:

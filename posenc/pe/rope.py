@@ -11,11 +11,14 @@ Two layouts pair the dimensions differently:
 They are the same map up to a fixed permutation of the head dimensions. ``rotary_fraction`` < 1
 rotates only the first ``int(h_d · fraction)`` dimensions (GPT-NeoX, Phi). Checked against
 ``transformers.models.llama.modeling_llama.apply_rotary_pos_emb`` (tests/models/test_hf.py).
+
+``Rotary`` is what a frequency scaling (``posenc.pe.scaling``) reads from and writes to any
+scheme that rotates Q and K by m·θ_i: RoPE here, xPos (``posenc.pe.xpos``) too.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -23,6 +26,32 @@ from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
 
 Layout = Literal["half", "interleaved"]
+
+
+@runtime_checkable
+class Rotary(Protocol):
+    """A scheme that rotates pair i of Q and K at position m by m·θ_i, as a frequency scaling sees it.
+
+    A scaling reads the trained frequencies from ``rot_dim`` and ``base`` (θ_i = base^(-2i/r), never
+    from ``inv_freq``, so applying a scale twice is applying it once) and installs its own with
+    ``set_frequencies``; the scheme keeps everything else it does (xPos its decay).
+    """
+
+    rot_dim: int  # r: the dimensions rotated, r/2 frequencies
+    base: float  # θ of the trained frequencies
+    inv_freq: torch.Tensor  # (r/2,) the frequencies in use
+    attention_scaling: float  # the factor on cos and sin (YaRN's temperature, LongRoPE's); 1 as trained
+
+    def set_frequencies(self, inv_freq: torch.Tensor, attention_scaling: float = 1.0) -> None:
+        """Rotate by the (r/2,) ``inv_freq`` from now on, cos and sin multiplied by ``attention_scaling``."""
+        ...
+
+
+def checked_frequencies(current: torch.Tensor, inv_freq: torch.Tensor, scheme: str) -> torch.Tensor:
+    """``inv_freq`` as the (r/2,) frequencies replacing ``current``: same shape, same dtype and device."""
+    if inv_freq.shape != current.shape:
+        raise ConfigError(f"{scheme} expects {current.shape[0]} frequencies, got {inv_freq.shape[0]}")
+    return inv_freq.to(current)
 
 
 def rope_inv_freq(rot_dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -122,9 +151,7 @@ class RoPE(PositionScheme):
 
     def set_frequencies(self, inv_freq: torch.Tensor, attention_scaling: float = 1.0) -> None:
         """Install (r/2,) rescaled frequencies and the factor on cos/sin (posenc.pe.rope_scaling)."""
-        if inv_freq.shape != self.inv_freq.shape:
-            raise ConfigError(f"rope expects {self.inv_freq.shape[0]} frequencies, got {inv_freq.shape[0]}")
-        self.inv_freq = inv_freq.to(self.inv_freq)  # float32 whatever the model's dtype (_apply)
+        self.inv_freq = checked_frequencies(self.inv_freq, inv_freq, "rope")  # float32 whatever the model's dtype
         self.attention_scaling = float(attention_scaling)
         self._tables = {}  # cos/sin of the old frequencies
 

@@ -1,9 +1,10 @@
 """Rescaling a trained position scheme for evaluation at another length (``configs/scale/``).
 
 A scale is built from its config, checked against the scheme (``check``) before any work, and
-applied to a trained scheme for one evaluated length (``apply``), in place: RoPE scales install
-new frequencies (``posenc.pe.rope_scaling``), table scales resample a learned table. ``none``
-leaves every scheme as trained. The factor, when not given, is
+applied to a trained scheme for one evaluated length (``apply``), in place: rotary scales install
+new frequencies (``posenc.pe.rope_scaling``) in any scheme that is ``Rotary`` (RoPE, xPos), table
+scales ask a learned table to resample itself (``LearnedPE.resample_``). ``none`` leaves every
+scheme as trained. The factor, when not given, is
 max(1, evaluated length / ``original_length``), so at or below the training length every scale
 is the identity; LongRoPE instead takes s = ``max_position`` / ``original_length``, one fixed
 factor at every length as Hugging Face does, and its ``short_factor`` applies at every length.
@@ -13,7 +14,8 @@ Facts on each class: ``hf_rope_type`` is Hugging Face's ``rope_type`` for the sa
 length beyond the factor (dynamic NTK; LongRoPE's short/long switch), so a loaded model must
 re-apply the scale at every forward pass. A scale's parameters are its dataclass fields, named as
 in Hugging Face's ``rope_parameters`` (but ``original_length``), so a loader reads them from the
-fields; ``hf_trained_length`` is the Hugging Face key that holds the trained length.
+fields; ``hf_trained_length`` is the Hugging Face key that holds the trained length. Each scale
+writes itself into a Hugging Face config (``hf_rope_parameters``).
 """
 
 from __future__ import annotations
@@ -21,15 +23,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import ClassVar
-
-import torch
+from typing import Any, ClassVar
 
 from posenc.core.errors import ConfigError
 from posenc.pe import rope_scaling
 from posenc.pe.base import PositionScheme
 from posenc.pe.learned import LearnedPE
-from posenc.pe.rope import RoPE
+from posenc.pe.rope import Rotary
+
+# Hugging Face's description of a scale: its ``rope_parameters`` and ``max_position_embeddings``
+HFRope = tuple[dict[str, Any], int]
 
 
 class NoScale:
@@ -51,6 +54,26 @@ class NoScale:
     def apply(self, pe: PositionScheme, length: int) -> None:
         """Rescale ``pe`` in place for a forward pass over ``length`` positions."""
 
+    def hf_rope_parameters(self, base: dict[str, Any], rot_dim: int, length: int) -> HFRope | None:
+        """The Hugging Face ``rope_parameters`` and ``max_position_embeddings`` that give this
+        scale's frequencies on a model whose own RoPE settings are ``base``
+        (``posenc.models.hf.rope_parameters``), r = ``rot_dim`` dimensions rotated, for ``length``
+        tokens; None: nothing to write, the config stays as it is."""
+        return None
+
+
+def _kept(base: dict[str, Any]) -> dict[str, Any]:
+    """What a rescaled config keeps of the model's own RoPE settings besides θ."""
+    return {k: v for k, v in base.items() if k == "partial_rotary_factor"}
+
+
+def _on_default_rope(scale: NoScale, base: dict[str, Any]) -> None:
+    if base["rope_type"] != "default":
+        raise ConfigError(
+            f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
+            f"'{base['rope_type']}' in one Hugging Face config"
+        )
+
 
 def _check_positive(name: str, value: float | None) -> None:
     if value is not None and not value > 0:
@@ -59,9 +82,9 @@ def _check_positive(name: str, value: float | None) -> None:
 
 @dataclass
 class RopeScale(NoScale):
-    """Shared by the RoPE scales: a factor (None: from the length) and the trained length."""
+    """Shared by the rotary scales: a factor (None: from the length) and the trained length."""
 
-    acts_on: ClassVar[str] = "RoPE frequencies (pe=rope)"
+    acts_on: ClassVar[str] = "the frequencies of a rotary scheme (pe=rope, pe=xpos)"
     hf_rope_type: ClassVar[str | None] = None
     hf_trained_length: ClassVar[str] = "original_max_position_embeddings"
     factor: float | None = None
@@ -74,7 +97,7 @@ class RopeScale(NoScale):
 
     @classmethod
     def applies(cls, pe: PositionScheme) -> bool:
-        return isinstance(pe, RoPE)
+        return isinstance(pe, Rotary)
 
     def factor_for(self, length: int) -> float:
         return self.factor if self.factor is not None else max(1.0, length / self.original_length)
@@ -83,7 +106,28 @@ class RopeScale(NoScale):
         raise NotImplementedError
 
     def apply(self, pe: PositionScheme, length: int) -> None:
-        pe.set_frequencies(*self.frequencies(pe.rot_dim, pe.base, length))
+        pe.set_frequencies(*self.frequencies(pe.rot_dim, pe.base, length))  # pe is Rotary (``applies``)
+
+    def hf_rope_parameters(self, base: dict[str, Any], rot_dim: int, length: int) -> HFRope | None:
+        """``hf_rope_type`` with this scale's fields under their Hugging Face names, on a model
+        with the default RoPE; the trained length to ``max_position_embeddings`` where Hugging Face
+        reads it there (linear, dynamic), else to ``original_max_position_embeddings`` with
+        ``max_position_embeddings`` the factor times it (Hugging Face's implicit factor agrees)."""
+        _on_default_rope(self, base)
+        if self.hf_rope_type is None:
+            raise ConfigError(f"scale '{type(self).__name__}' has no Hugging Face rope_type")
+        factor = self.factor_for(length)
+        given = {
+            n: getattr(self, n)
+            for n in scale_parameters(type(self))
+            if n not in ("factor", "original_length") and getattr(self, n) is not None
+        }
+        params = {**_kept(base), "rope_type": self.hf_rope_type, "rope_theta": float(base["rope_theta"])}
+        params.update(factor=factor, **given)
+        if self.hf_trained_length == "max_position_embeddings":
+            return params, self.original_length
+        params["original_max_position_embeddings"] = self.original_length
+        return params, round(factor * self.original_length)
 
 
 @dataclass
@@ -96,6 +140,13 @@ class PI(RopeScale):
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.linear_frequencies(rot_dim, base, self.factor_for(length))
 
+    def hf_rope_parameters(self, base: dict[str, Any], rot_dim: int, length: int) -> HFRope | None:
+        """On a shipped linear scaling PI stacks: one linear factor, the product of the two."""
+        if base["rope_type"] != "linear":
+            return super().hf_rope_parameters(base, rot_dim, length)
+        factor = base["factor"] * self.factor_for(length)
+        return {**_kept(base), "rope_type": "linear", "rope_theta": float(base["rope_theta"]), "factor": factor}, length
+
 
 @dataclass
 class NTK(RopeScale):
@@ -103,6 +154,12 @@ class NTK(RopeScale):
 
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.ntk_frequencies(rot_dim, base, self.factor_for(length))
+
+    def hf_rope_parameters(self, base: dict[str, Any], rot_dim: int, length: int) -> HFRope | None:
+        """The default RoPE with the NTK base θ · s^(r/(r−2))."""
+        _on_default_rope(self, base)
+        theta = float(base["rope_theta"]) * self.factor_for(length) ** (rot_dim / (rot_dim - 2))
+        return {**_kept(base), "rope_type": "default", "rope_theta": theta}, length
 
 
 @dataclass
@@ -221,6 +278,13 @@ class LongRoPE(RopeScale):
             return self.factor
         return (self.max_position or self.original_length) / self.original_length
 
+    def hf_rope_parameters(self, base: dict[str, Any], rot_dim: int, length: int) -> HFRope | None:
+        """As every rotary scale, but ``max_position`` is no rope parameter: Hugging Face carries it
+        as ``max_position_embeddings`` itself (the factor times the trained length)."""
+        params, max_pos = super().hf_rope_parameters(base, rot_dim, length)
+        params.pop("max_position", None)
+        return params, max_pos
+
     def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
         return rope_scaling.longrope_frequencies(
             rot_dim,
@@ -234,50 +298,32 @@ class LongRoPE(RopeScale):
         )
 
 
-def clamp_table(table: torch.Tensor, length: int) -> torch.Tensor:
-    """(n, d) -> (max(n, length), d): positions past the table reuse its last row."""
-    n = table.shape[0]
-    return table if length <= n else torch.cat((table, table[-1:].expand(length - n, -1)), dim=0)
-
-
-def interpolate_table(table: torch.Tensor, length: int) -> torch.Tensor:
-    """(n, d) -> (length, d) for length > n: row m is the table read at m·n/length, linearly
-    between neighbouring rows (Position Interpolation applied to a learned table)."""
-    n = table.shape[0]
-    if length <= n:
-        return table
-    x = torch.arange(length, dtype=torch.float64) * (n / length)  # (length,) in [0, n)
-    lo = x.floor().long().clamp(max=n - 1)
-    hi = (lo + 1).clamp(max=n - 1)
-    w = (x - lo).to(table.dtype)[:, None]  # (length, 1)
-    return table[lo] * (1 - w) + table[hi] * w
-
-
 class _TableScale(NoScale):
     acts_on: ClassVar[str] = "learned position tables (pe=learned)"
     hf_rope_type: ClassVar[str | None] = None
+    mode: ClassVar[str]  # posenc.pe.resample.resample_table's mode
 
     @classmethod
     def applies(cls, pe: PositionScheme) -> bool:
         return isinstance(pe, LearnedPE)
 
     def apply(self, pe: PositionScheme, length: int) -> None:
-        with torch.no_grad():
-            table = self.resample(pe.table.data, length)
-        pe.table = torch.nn.Parameter(table)
-        pe.max_positions = table.shape[0]
+        pe.resample_(length, self.mode)  # pe is a LearnedPE (``applies``)
+
+    def hf_rope_parameters(self, base: dict[str, Any], rot_dim: int, length: int) -> HFRope | None:
+        raise ConfigError(f"scale '{type(self).__name__}' has no Hugging Face rope_type")
 
 
 class TableClamp(_TableScale):
     """Positions past a learned table reuse its last row."""
 
-    resample = staticmethod(clamp_table)
+    mode = "clamp"
 
 
 class TableInterpolate(_TableScale):
     """A learned table linearly interpolated to the evaluated length."""
 
-    resample = staticmethod(interpolate_table)
+    mode = "linear"
 
 
 def hf_scale_classes() -> dict[str, type[NoScale]]:

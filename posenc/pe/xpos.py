@@ -11,6 +11,16 @@ scales neither overflow nor underflow at long lengths (a constant shift leaves e
 
 The rotation reuses ``posenc.pe.rope``'s pure functions; the scale multiplies cos and sin, which
 scales the rotated pair without a second pass over Q and K.
+
+xPos is ``Rotary`` (``posenc.pe.rope``), so every frequency scaling applies to it and changes the
+rotation only: PI rotates by the angles of xPos at positions n/s, NTK changes θ exactly as on
+RoPE, YaRN's temperature multiplies cos and sin of queries and keys alike. The decay
+ζ^((n − m)/B) stays a function of the token distance n − m, as trained. That is a choice: Sun et
+al. 2022 introduce ζ as the part of xPos that extrapolates by itself (§3.2, "attention resolution":
+a penalty that only grows with distance keeps attention local at any length); a longer distance
+gives it no unseen phase for interpolation to bring back, only a smaller weight, and dividing its
+exponent by s would loosen the locality the model was trained with. Decay and rotation both at
+n/s is xPos fed the positions n/s (or PI with ``scale_base`` B·s).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import torch
 
 from posenc.core.errors import ConfigError
 from posenc.pe.base import PositionScheme
-from posenc.pe.rope import Layout, apply_rope, rope_angles, rope_inv_freq
+from posenc.pe.rope import Layout, apply_rope, checked_frequencies, rope_angles, rope_inv_freq
 
 
 def xpos_zeta(rot_dim: int, gamma: float = 0.4) -> torch.Tensor:
@@ -67,6 +77,7 @@ class XPos(PositionScheme):
         if gamma <= 0:
             raise ConfigError(f"pe.gamma must be > 0, got {gamma}")
         self.layout, self.scale_base = layout, scale_base
+        self.rot_dim, self.base, self.attention_scaling = head_dim, base, 1.0
         self.register_buffer("inv_freq", rope_inv_freq(head_dim, base), persistent=False)
         self.register_buffer("zeta", xpos_zeta(head_dim, gamma), persistent=False)
         self.set_randomized(randomized, randomized_max)
@@ -74,8 +85,13 @@ class XPos(PositionScheme):
     def rotation(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         angles = rope_angles(positions, self.inv_freq)  # (…, s, r/2)
         scale = xpos_scale(positions, self.zeta, self.scale_base)  # (…, s, r/2)
-        cos, sin = angles.cos(), angles.sin()
+        cos, sin = angles.cos() * self.attention_scaling, angles.sin() * self.attention_scaling
         return tuple(t.to(dtype) for t in (cos * scale, sin * scale, cos / scale, sin / scale))
+
+    def set_frequencies(self, inv_freq: torch.Tensor, attention_scaling: float = 1.0) -> None:
+        """Rotate by (r/2,) rescaled frequencies, cos and sin times ``attention_scaling``; ζ is kept."""
+        self.inv_freq = checked_frequencies(self.inv_freq, inv_freq, "xpos")
+        self.attention_scaling = float(attention_scaling)
 
     def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, rotation) -> tuple[torch.Tensor, torch.Tensor]:
         q_cos, q_sin, k_cos, k_sin = rotation
