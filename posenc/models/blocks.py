@@ -220,16 +220,33 @@ def distance_rows_attention(
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 
-def attention_kernel(device: torch.device, bias: bool) -> str:
-    """The attention a device runs: ``sdpa`` without a bias (SDPA picks its flash or memory-
-    efficient kernel on CUDA, its flash kernel on the CPU); with a bias ``flex`` on CUDA
-    (compiled ``flex_attention``, the bias added in a score_mod: no (s, s) mask in memory) and
-    ``eager`` elsewhere (SDPA with mask blocks, the paths above). On the CPU flex_attention does
-    not pay off: compiled, its first call takes ~55 s and each call then 4x SDPA's time at 4k
-    tokens (torch 2.14, two cores), and it has no backward there."""
-    if not bias:
+# The attentions a model can run; ``select_attention`` picks one when the model is built
+ATTENTION_BACKENDS = ("sdpa", "sdpa_key_bias", "sdpa_bias", "flex")
+
+
+def select_attention(pe: PositionScheme, device: torch.device, causal: bool, bias_chunk: int | None = None) -> str:
+    """The attention a model runs, from what its scheme and the model declare; models call it once
+    when they are built (and again when moved to another device) and keep the name in
+    ``attention_backend``.
+
+    * ``sdpa``: the scheme adds no bias: fused SDPA (its flash or memory-efficient kernel on CUDA,
+      its flash kernel on the CPU), grouped-query heads included.
+    * ``sdpa_key_bias``: a causal model whose scheme has a per-key form of its bias
+      (``has_key_bias``: ALiBi) and no ``bias_chunk`` asked for: the bias folded into one extra
+      Q/K dimension, fused causal SDPA with no mask (``key_bias_attention``). A forward where that
+      form is not exact (positions that decrease, a dtype below float32) takes ``sdpa_bias``'s path.
+    * ``flex``: a bias on CUDA: compiled ``flex_attention``, the bias added in a score_mod (no
+      (s, s) mask in memory); past the full-bias length a scheme without a score_mod is chunked.
+    * ``sdpa_bias``: a bias anywhere else: SDPA with the bias as its mask, one full bias at short
+      lengths, built per chunk of queries at long ones (``chunked_bias_attention``). On the CPU
+      flex_attention does not pay off: compiled, its first call takes ~55 s and each call then
+      4x SDPA's time at 4k tokens (torch 2.14, two cores), and it has no backward there.
+    """
+    if not pe.adds_bias:
         return "sdpa"
-    return "flex" if device.type == "cuda" else "eager"
+    if causal and pe.has_key_bias and bias_chunk is None:
+        return "sdpa_key_bias"
+    return "flex" if device.type == "cuda" else "sdpa_bias"
 
 
 _BLOCK_MASKS: dict[tuple[int, str], Any] = {}  # causal block masks by (length, device)
@@ -320,36 +337,40 @@ class Attention(nn.Module):
         causal: bool = True,
         positions: torch.Tensor | None = None,
         chunk: int | None = None,
+        backend: str = "sdpa",
     ) -> torch.Tensor:
-        """``bias``: a full (…, n_h, s, s) or per-key (…, n_h, 1, s) bias; or, when it is None and
-        ``pe`` adds a bias, ``positions`` and ``chunk`` make attention build it per chunk of queries."""
+        """``backend``: the model's ``attention_backend`` (``select_attention``). ``bias``: a full
+        (…, n_h, s, s) or per-key (…, n_h, 1, s) bias; or, when it is None and ``pe`` adds a bias,
+        ``positions`` and ``chunk`` make attention build it per chunk of queries."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         v = self.v(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         if rotation is not None:
             q, k = pe.rotate_qk(q, k, rotation)
-        plain = bias is None and not pe.adds_bias  # plain SDPA groups the query heads itself (enable_gqa)
-        if self.n_kv_heads != self.n_heads and not plain:
+        if self.n_kv_heads != self.n_heads and backend != "sdpa":  # plain SDPA groups the heads itself
             rep = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
             v = v.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
-        flex = attention_kernel(q.device, bias is not None or (pe.adds_bias and positions is not None)) == "flex"
-        if bias is None and pe.adds_bias and positions is not None:
-            score_mod = None
-            if flex:  # one call over the whole sequence, the bias computed inside the kernel
+        if backend == "sdpa":
+            if bias is not None:
+                raise ValueError(
+                    "attention_backend 'sdpa' adds no bias; the model selected it for a scheme without one"
+                )
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+        elif backend == "sdpa_key_bias" and bias is not None and bias.shape[-2] == 1:
+            y = key_bias_attention(q, k, v, bias)
+        elif backend == "flex":
+            score_mod = bias
+            if bias is None:  # one call over the whole sequence, the bias computed inside the kernel
                 with float32(q.device):
                     score_mod = pe.score_mod(positions)
-            if score_mod is not None:
-                y = flex_bias_attention(q, k, v, score_mod, causal)
-            else:
+            if score_mod is None:
                 y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
-        elif bias is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
-        elif causal and bias.shape[-2] == 1:
-            y = key_bias_attention(q, k, v, bias)
-        elif flex:
-            y = flex_bias_attention(q, k, v, bias, causal)
+            else:
+                y = flex_bias_attention(q, k, v, score_mod, causal)
+        elif bias is None:  # sdpa_bias (or the per-key form's fallback): the bias built per chunk
+            y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
         else:
             mask = bias.to(q.dtype)
             if causal:
@@ -388,6 +409,7 @@ class Block(nn.Module):
         causal: bool,
         positions: torch.Tensor | None = None,
         chunk: int | None = None,
+        backend: str = "sdpa",
     ) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk)
+        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk, backend)
         return x + self.mlp(self.mlp_norm(x))

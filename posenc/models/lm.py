@@ -1,7 +1,9 @@
 """Tiny causal language model: token embedding, pre-norm blocks, tied output (Llama-shaped).
 
 The position scheme is a constructor argument (dependency injection, as torchtune passes
-``pos_embeddings`` into attention); the model never decides where positions act.
+``pos_embeddings`` into attention); the model never decides where positions act. The attention
+it runs is chosen once, from the scheme and the model (``posenc.models.blocks.select_attention``),
+and named in ``attention_backend``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.models.blocks import Block, RMSNorm, init_weights
+from posenc.models.blocks import Block, RMSNorm, init_weights, select_attention
 from posenc.pe.base import PositionScheme, default_positions, float32, randomized_positions
+from posenc.pe.scaling import NoScale
 from posenc.tasks.base import IGNORE_INDEX
 
 # Elements of one (b, n_h, queries, keys) attention block above which a bias is built per chunk
@@ -81,7 +84,8 @@ class CausalLM(nn.Module):
         super().__init__()
         if bias_chunk is not None and bias_chunk < 1:
             raise ConfigError(f"model.bias_chunk must be >= 1 or null, got {bias_chunk}")
-        self.bias_chunk = bias_chunk
+        self._bias_chunk, self._causal = bias_chunk, causal
+        self.length_scale: NoScale | None = None  # re-applied for each forward's length (follow_length)
         n_kv_heads = n_kv_heads or n_heads
         if head_dim is None:
             if d_model % n_heads:
@@ -95,7 +99,6 @@ class CausalLM(nn.Module):
                 f"a 1D scheme" + (f", e.g. pe={pe.counterpart}" if pe.counterpart else " (posenc list pe)")
             )
         self.pe = pe
-        self.causal = causal  # False: a bidirectional encoder (permutation tests, `posenc order`)
         self.vocab_size, self.d_model, self.n_heads, self.head_dim = vocab_size, d_model, n_heads, head_dim
         mlp_hidden = mlp_hidden or 32 * math.ceil(8 * d_model / 3 / 32)
         self.embed = nn.Embedding(vocab_size, d_model)
@@ -106,9 +109,44 @@ class CausalLM(nn.Module):
         self.norm = RMSNorm(d_model, norm_eps)
         self.head = None if tie_embeddings else nn.Linear(d_model, vocab_size, bias=False)
         self._init(init_std, n_layers)
+        self._select_attention()  # attention_backend: the attention every forward runs
 
     def _init(self, std: float, n_layers: int) -> None:
         init_weights(self, std, n_layers)
+
+    @property
+    def causal(self) -> bool:
+        """False: a bidirectional encoder (permutation tests, ``posenc order``)."""
+        return self._causal
+
+    @causal.setter
+    def causal(self, causal: bool) -> None:
+        self._causal = causal
+        self._select_attention()
+
+    @property
+    def bias_chunk(self) -> int | None:
+        return self._bias_chunk
+
+    @bias_chunk.setter
+    def bias_chunk(self, chunk: int | None) -> None:
+        self._bias_chunk = chunk
+        self._select_attention()
+
+    def _select_attention(self) -> None:
+        self.attention_backend: str = select_attention(self.pe, self.embed.weight.device, self.causal, self.bias_chunk)
+
+    def _apply(self, fn, recurse=True):
+        """Moved to another device, the model picks the attention that device runs."""
+        out = super()._apply(fn, recurse)
+        self._select_attention()
+        return out
+
+    def follow_length(self, scale: NoScale | None) -> None:
+        """Re-apply ``scale`` to the scheme at the start of every forward, for that forward's length
+        (a shipped dynamic NTK or LongRoPE, as transformers does on a fresh model; no state is kept
+        between passes); None: the scheme stays as it is."""
+        self.length_scale = scale
 
     def attention_chunk(self, batch: int, seq_len: int) -> int:
         """Queries per attention chunk for a bias scheme; ``seq_len`` means one full bias."""
@@ -119,15 +157,15 @@ class CausalLM(nn.Module):
     def attention_bias(
         self, positions: torch.Tensor, batch: int, dtype: torch.dtype
     ) -> tuple[torch.Tensor | None, int]:
-        """The bias every layer shares and the query chunk size: a per-key (…, n_h, 1, s) bias when
-        the scheme has one and it is exact (float32 or wider, non-decreasing positions), else a full
+        """The bias every layer shares and the query chunk size: on ``sdpa_key_bias`` a per-key
+        (…, n_h, 1, s) bias where it is exact (float32 or wider, non-decreasing positions), else a full
         (…, n_h, s, s) bias at short lengths, else None and chunks built inside attention."""
         s = positions.shape[-1]
-        exact = dtype in (torch.float32, torch.float64) and bool((positions.diff(dim=-1) >= 0).all())
-        # the key-only form equals the bias only under a causal mask (a row constant cancels)
-        key_bias = self.pe.key_bias(positions) if self.causal and self.bias_chunk is None and exact else None
-        if key_bias is not None:
-            return key_bias[..., None, :], s  # (…, n_h, 1, s)
+        # the key-only form equals the bias under a causal mask (a row constant cancels), exactly so
+        # in float32 over positions that never decrease
+        if self.attention_backend == "sdpa_key_bias" and dtype in (torch.float32, torch.float64):
+            if bool((positions.diff(dim=-1) >= 0).all()):
+                return self.pe.key_bias(positions)[..., None, :], s  # (…, n_h, 1, s)
         chunk = self.attention_chunk(batch, s)
         return (self.pe.bias(positions, positions) if chunk == s else None), chunk  # (…, n_h, s, s)
 
@@ -142,7 +180,8 @@ class CausalLM(nn.Module):
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
 
         Without explicit positions a model in training mode whose scheme has ``randomized`` set
-        sees sorted random positions from [0, ``pe.randomized_max``); otherwise 0..s-1.
+        sees sorted random positions from [0, ``pe.randomized_max``); otherwise 0..s-1. A
+        ``length_scale`` (``follow_length``) is applied first, for the largest position + 1.
         With (b, s) ``targets``: their (b, s) float32 cross-entropy instead (0 where a target is
         ``IGNORE_INDEX``), the head run ``chunk`` positions at a time so that full-vocabulary
         logits never exist for the whole window (a 16k window of a 49k vocabulary: 3 GiB).
@@ -150,6 +189,8 @@ class CausalLM(nn.Module):
         """
         b, s = idx.shape
         pe = self.pe
+        if self.length_scale is not None:  # frequencies that follow the length (dynamic NTK, LongRoPE)
+            self.length_scale.apply(pe, s if positions is None else int(positions.max()) + 1)
         if positions is None and self.training and pe.randomized:
             positions = randomized_positions(s, pe.randomized_max, device=idx.device)
         elif positions is None:
@@ -163,7 +204,7 @@ class CausalLM(nn.Module):
             # the head ran over the whole window, full-vocabulary logits for 16k tokens: 9 GB at 12k)
             bias, queries = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
         for block in self.blocks:
-            x = block(x, pe, rotation, bias, self.causal, positions, queries)
+            x = block(x, pe, rotation, bias, self.causal, positions, queries, self.attention_backend)
         x = self.norm(x)
         if targets is not None:
             return chunked_cross_entropy(x, self.output_weight, targets, chunk)

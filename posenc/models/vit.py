@@ -1,7 +1,8 @@
 """Tiny Vision Transformer: conv patch embedding, optional cls token, bidirectional blocks.
 
-The same ``Block`` and the same scheme injection as the causal LM (torchtune style); only the
-mask differs (none). Positions are the (row, col) of the patches, shape (s_p, 2); the cls token
+The same ``Block``, the same scheme injection and the same choice of attention
+(``select_attention``, named in ``attention_backend``) as the causal LM (torchtune style); only
+the mask differs (none). Positions are the (row, col) of the patches, shape (s_p, 2); the cls token
 has no grid position and every patch scheme leaves it alone (``posenc.pe.grid``). A 1D learned
 table is laid over the raster order with the cls row first, as in the original ViT
 (Dosovitskiy et al. 2021; torchvision's ``VisionTransformer`` keeps the same layout).
@@ -20,11 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.models.blocks import Block, RMSNorm, init_weights
+from posenc.models.blocks import Block, RMSNorm, init_weights, select_attention
 from posenc.pe.base import PositionOutOfRange, PositionScheme, float32
 from posenc.pe.grid import check_patch_scheme, interpolated_positions, patch_positions
 from posenc.pe.learned import LearnedPE
-from posenc.pe.resample import MODES, as_grid, resample_grid
+from posenc.pe.resample import MODES, as_grid
 
 
 def check_image_size(size: int, patch_size: int, where: str = "task.resolution") -> int:
@@ -82,6 +83,16 @@ class ViT(nn.Module):
         self.norm = RMSNorm(d_model, norm_eps)
         self.head = nn.Linear(d_model, num_classes)
         init_weights(self, init_std, n_layers)
+        self._select_attention()  # attention_backend: the attention every forward runs
+
+    def _select_attention(self) -> None:
+        self.attention_backend: str = select_attention(self.pe, self.patch.weight.device, causal=False)
+
+    def _apply(self, fn, recurse=True):
+        """Moved to another device, the model picks the attention that device runs."""
+        out = super()._apply(fn, recurse)
+        self._select_attention()
+        return out
 
     def no_weight_decay(self) -> set[str]:
         """The cls token is not decayed (timm's ``VisionTransformer.no_weight_decay``); the
@@ -125,7 +136,7 @@ class ViT(nn.Module):
             if pe.adds_bias:  # the cls row and column get no bias
                 bias = F.pad(pe.bias(positions, positions), (n_prefix, 0, n_prefix, 0))  # (…, n_h, s, s)
         for block in self.blocks:
-            x = block(x, pe, rotation, bias, causal=False)
+            x = block(x, pe, rotation, bias, causal=False, backend=self.attention_backend)
         x = self.norm(x)
         pooled = x[:, 0] if self.pool == "cls" else x.mean(dim=1)  # (b, d)
         return self.head(pooled)  # (b, classes)
@@ -135,7 +146,8 @@ class ViT(nn.Module):
 
         ``method`` is one of ``self.pe.grid_methods``: an interpolation mode for tables,
         ``extrapolate`` / ``interpolate`` for coordinate schemes, ``clip`` for relative tables.
-        ``antialias`` (None: on for bilinear and bicubic, as timm) goes to ``resample_grid``.
+        ``antialias`` (None: on for bilinear and bicubic, as timm) goes to ``resample_grid``
+        through the scheme's own method (``resample_grid_`` of a 1D table, else ``resample_``).
         Modifies the model in place (copy it first to keep the original) and returns it.
         """
         valid = self.pe.grid_methods
@@ -145,19 +157,10 @@ class ViT(nn.Module):
             )
         new = as_grid(check_image_size(image_size, self.patch_size, "resolution"))
         if method in MODES and new != self.grid:
-            pe, n_prefix = self.pe, self.num_prefix_tokens
-            if isinstance(pe, LearnedPE):
-                with torch.no_grad():
-                    table = resample_grid(
-                        pe.table[: n_prefix + self.grid[0] * self.grid[1]],
-                        new,
-                        old_grid=self.grid,
-                        num_prefix_tokens=n_prefix,
-                        mode=method,
-                        antialias=antialias,
-                    )
-                pe.table = nn.Parameter(table)
-                pe.max_positions = table.shape[0]
+            pe = self.pe
+            if isinstance(pe, LearnedPE):  # one table over [cls, raster patches]
+                n_prefix = self.num_prefix_tokens
+                pe.resample_grid_(new, old_grid=self.grid, num_prefix_tokens=n_prefix, mode=method, antialias=antialias)
             else:
                 pe.resample_(new, mode=method, antialias=antialias)
             self.grid = new

@@ -39,6 +39,7 @@ class AlibiPE(PositionScheme):
     """Fixed linear distance penalty per head; defined at every length."""
 
     adds_bias = True
+    has_key_bias = True
     encodes = "relative"
     counterpart = "alibi2d"
 

@@ -58,6 +58,7 @@ class PositionScheme(nn.Module):
     encodes: ClassVar[str] = "nothing"
     counterpart: ClassVar[str | None] = None
     grid_methods: ClassVar[tuple[str, ...]] = ("none",)  # how it serves another patch grid (pe.grid)
+    has_key_bias: ClassVar[bool] = False  # ``key_bias`` gives the per-key form of ``bias`` (ALiBi)
     max_positions: int | None = None
     randomized: bool = False
     randomized_max: int | None = None
@@ -123,7 +124,8 @@ class PositionScheme(nn.Module):
 
     def key_bias(self, k_positions: torch.Tensor) -> torch.Tensor | None:
         """(…, n_h, s_k) per-key bias that equals ``bias`` under a causal mask over non-decreasing
-        positions (a row constant cancels in the softmax), or None when the scheme has none."""
+        positions (a row constant cancels in the softmax), or None when the scheme has none
+        (``has_key_bias`` says which, before any forward)."""
         return None
 
     def check_positions(self, positions: torch.Tensor) -> None:

@@ -38,12 +38,21 @@ def test_bias_attention_without_gradient_is_sdpa_on_its_flash_kernel():
     assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), rtol=1e-6, atol=1e-6)
 
 
-def test_attention_kernel_by_device_and_bias():
-    from posenc.models.blocks import attention_kernel
+def test_select_attention_by_scheme_model_and_device():
+    from posenc.models.blocks import ATTENTION_BACKENDS, select_attention
+    from posenc.pe.alibi import AlibiPE
+    from posenc.pe.rope import RoPE
+    from posenc.pe.t5 import T5BiasPE
 
-    assert attention_kernel(torch.device("cpu"), False) == attention_kernel(torch.device("cuda"), False) == "sdpa"
-    assert attention_kernel(torch.device("cuda", 1), True) == "flex"
-    assert attention_kernel(torch.device("cpu"), True) == attention_kernel(torch.device("mps"), True) == "eager"
+    cpu, cuda, mps = torch.device("cpu"), torch.device("cuda", 1), torch.device("mps")
+    rope, alibi, t5 = RoPE(head_dim=8), AlibiPE(n_heads=2), T5BiasPE(n_heads=2)
+    assert select_attention(rope, cpu, True) == select_attention(rope, cuda, False) == "sdpa"
+    # ALiBi's per-key form needs a causal mask and no chunks asked for, on any device
+    assert select_attention(alibi, cpu, True) == select_attention(alibi, cuda, True) == "sdpa_key_bias"
+    assert select_attention(alibi, cpu, False) == select_attention(alibi, cpu, True, bias_chunk=8) == "sdpa_bias"
+    assert select_attention(alibi, cuda, False) == select_attention(t5, cuda, True) == "flex"
+    assert select_attention(t5, cpu, True) == select_attention(t5, mps, False) == "sdpa_bias"
+    assert set(ATTENTION_BACKENDS) == {"sdpa", "sdpa_key_bias", "sdpa_bias", "flex"}
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -100,7 +109,7 @@ def test_fire_score_mod_equals_its_bias(start):
     ],
 )
 def test_models_route_a_bias_to_flex_where_selected(monkeypatch, pe, extra, start, kind):
-    """With the selection forced to 'flex' (as on CUDA), a model's logits equal the eager paths';
+    """With the backend set to 'flex' (as CUDA selects), a model's logits equal the eager paths';
     each layer makes one flex call, with a score_mod or the full bias."""
     from posenc.engine.build import build
     from posenc.engine.config import compose
@@ -124,7 +133,7 @@ def test_models_route_a_bias_to_flex_where_selected(monkeypatch, pe, extra, star
     flex = blocks.flex_bias_attention
     with torch.no_grad():
         eager = model(x, positions)
-        monkeypatch.setattr(blocks, "attention_kernel", lambda device, bias: "flex" if bias else "sdpa")
+        model.attention_backend = "flex"
         monkeypatch.setattr(
             blocks,
             "flex_bias_attention",

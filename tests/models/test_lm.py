@@ -62,3 +62,63 @@ def test_shape_mistakes_are_config_errors():
         CausalLM(NoPE(), d_model=32, n_heads=4, n_kv_heads=3)
     with pytest.raises(ConfigError, match="2D scheme"):
         CausalLM(NoPE(ndim=2), d_model=32, n_heads=4)
+
+
+def test_attention_backend_is_chosen_when_built_and_named():
+    from posenc.pe.alibi import AlibiPE
+    from posenc.pe.t5 import T5BiasPE
+
+    assert tiny(RoPE(head_dim=8)).attention_backend == tiny(NoPE()).attention_backend == "sdpa"
+    alibi = tiny(AlibiPE(n_heads=4))
+    assert alibi.attention_backend == "sdpa_key_bias"
+    alibi.bias_chunk = 8  # chunks asked for: the relative form, built per chunk
+    assert alibi.attention_backend == "sdpa_bias"
+    alibi.bias_chunk = None
+    assert alibi.attention_backend == "sdpa_key_bias"
+    assert tiny(AlibiPE(n_heads=4), causal=False).attention_backend == "sdpa_bias"
+    assert tiny(T5BiasPE(n_heads=4)).attention_backend == "sdpa_bias"
+
+
+def test_moving_the_model_chooses_the_attention_of_its_new_device(monkeypatch):
+    """``select_attention`` runs again on ``.to()``: here a stand-in picks 'flex' on the meta device."""
+    import posenc.models.lm as lm_module
+    from posenc.models.blocks import select_attention
+    from posenc.pe.t5 import T5BiasPE
+
+    seen = []
+
+    def spy(pe, device, causal, bias_chunk=None):
+        seen.append(device.type)
+        return "flex" if device.type == "meta" else select_attention(pe, device, causal, bias_chunk)
+
+    monkeypatch.setattr(lm_module, "select_attention", spy)
+    model = tiny(T5BiasPE(n_heads=4))
+    assert model.attention_backend == "sdpa_bias" and seen == ["cpu"]
+    model.to("meta")
+    assert model.attention_backend == "flex" and seen[-1] == "meta"
+
+
+def test_a_length_scale_is_applied_at_each_forward_for_its_length_and_can_be_cleared():
+    """``follow_length``: the logits at each length equal those of the scale applied for that
+    length by hand; nothing carries over to a later, shorter pass; None stops it."""
+    from posenc.pe.scaling import DynamicNTK
+
+    torch.manual_seed(0)
+    model = tiny(RoPE(head_dim=8))
+    fixed = tiny(RoPE(head_dim=8))
+    fixed.load_state_dict(model.state_dict())
+    scale = DynamicNTK(original_length=8)
+    model.follow_length(scale)
+    assert model.length_scale is scale
+    idx = torch.randint(0, 50, (2, 40))
+    with torch.no_grad():
+        for length in (40, 6, 24):
+            scale.apply(fixed.pe, length)
+            assert_close(model(idx[:, :length]), fixed(idx[:, :length]), rtol=0, atol=0)
+        scale.apply(fixed.pe, 30)  # explicit positions: the length is the largest position + 1
+        assert_close(model(idx[:, :10], torch.arange(20, 30)), fixed(idx[:, :10], torch.arange(20, 30)))
+        model.follow_length(None)
+        installed = model.pe.inv_freq.clone()
+        model(idx)  # no scale: the frequencies stay as they are
+    assert model.length_scale is None and torch.equal(model.pe.inv_freq, installed)
+    assert not torch.equal(installed, RoPE(head_dim=8).inv_freq)  # 30 > 8: the NTK base, kept

@@ -154,3 +154,20 @@ def test_set_resolution_antialias_and_relative_clip():
     rel.set_resolution(32, "clip")  # offsets clipped: the table and its grid stay
     assert torch.equal(rel.pe.table.detach(), table) and rel.grid == (4, 4)
     assert rel(torch.randn(1, 3, 32, 32)).shape == (1, 3)
+
+
+def test_attention_backend_is_chosen_when_built():
+    assert vit(NoPE()).attention_backend == vit(RoPE2D(D // H, H)).attention_backend == "sdpa"
+    assert vit(RelativeBias2D(H, 4)).attention_backend == vit(ALiBi2D(H)).attention_backend == "sdpa_bias"
+
+
+def test_a_bias_on_the_flex_backend_gives_the_same_logits():
+    """'flex' is what CUDA selects; eager flex_attention runs it on the CPU (the cls row unbiased)."""
+    model = vit(RelativeBias2D(H, 4))
+    with torch.no_grad():
+        for p in model.pe.parameters():
+            p.normal_()  # a bias large enough to matter
+        images = torch.randn(2, 3, 16, 16)
+        eager = model(images)
+        model.attention_backend = "flex"
+        torch.testing.assert_close(model(images), eager, rtol=1e-5, atol=1e-5)
