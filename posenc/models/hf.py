@@ -19,10 +19,13 @@ from posenc.core.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.rope import RoPE
 from posenc.pe.rope_scaling import proportional_frequencies
-from posenc.pe.scaling import NTK, PI, NoScale, RopeScale, hf_scale_classes, scale_parameters
+from posenc.pe.scaling import PI, NoScale, hf_scale_classes, scale_parameters
 
 
-def _rope_parameters(config: Any) -> dict[str, Any]:
+def rope_parameters(config: Any) -> dict[str, Any]:
+    """A Hugging Face config's RoPE settings in transformers 5's form (``rope_parameters``: θ,
+    ``rope_type`` and the scaling's parameters), from transformers 4's ``rope_scaling`` and
+    ``rope_theta`` too; a copy, never the config's own dict."""
     params = getattr(config, "rope_parameters", None)  # transformers >= 5
     if params is None:  # transformers 4.x keeps them apart
         params = dict(getattr(config, "rope_scaling", None) or {})
@@ -39,7 +42,7 @@ PROPORTIONAL = "proportional"
 def scale_from_hf_config(config: Any) -> NoScale:
     """The posenc scale whose class declares the config's ``rope_type`` (``hf_rope_type``), its
     parameters read by their declared names (``NoScale`` for ``default``)."""
-    params = _rope_parameters(config)
+    params = rope_parameters(config)
     kind, max_len = params["rope_type"], config.max_position_embeddings
     classes = hf_scale_classes()
     cls = PI if kind == PROPORTIONAL else classes.get(kind)
@@ -62,9 +65,10 @@ def rope_from_hf_config(config: Any) -> RoPE:
     """The posenc RoPE a Hugging Face config describes, its rescaling installed.
 
     Scales whose frequencies depend on the length (dynamic NTK, LongRoPE) are installed for
-    ``max_position_embeddings``; ``from_hf_llama`` re-applies them at every forward pass.
+    ``max_position_embeddings``; ``from_hf_llama`` has the LM re-apply them at every forward pass
+    (``CausalLM.follow_length``).
     """
-    params = _rope_parameters(config)
+    params = rope_parameters(config)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0))
     scale = scale_from_hf_config(config)
@@ -77,18 +81,6 @@ def rope_from_hf_config(config: Any) -> RoPE:
     scale.check(rope)
     scale.apply(rope, config.max_position_embeddings)
     return rope
-
-
-def _follow_length(scale: NoScale):
-    """A forward pre-hook re-applying ``scale`` for the length of each forward pass."""
-
-    def hook(module: CausalLM, args: tuple, kwargs: dict) -> None:
-        idx = args[0] if args else kwargs["idx"]
-        positions = args[1] if len(args) > 1 else kwargs.get("positions")
-        length = idx.shape[1] if positions is None else int(positions.max()) + 1
-        scale.apply(module.pe, length)
-
-    return hook
 
 
 # posenc block module -> Llama decoder-layer module
@@ -159,49 +151,22 @@ def from_hf_llama(model: Any) -> CausalLM:
     lm.load_state_dict({ours: src[theirs] for ours, theirs in llama_names(lm).items()}, strict=True, assign=True)
     scale = scale_from_hf_config(config)
     if scale.length_dependent:
-        lm.register_forward_pre_hook(_follow_length(scale), with_kwargs=True)
+        lm.follow_length(scale)
     return lm.to(device=next(model.parameters()).device)
 
 
 def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> Any:
-    """A copy of a default-RoPE model's Hugging Face ``config`` whose RoPE settings give ``scale``'s
-    frequencies, for a checkpoint fine-tuned at ``length`` tokens (``scale_from_hf_config`` reads
-    them back to the same scale); PI on a shipped linear scaling is one linear factor, the
-    product; any other scale on a shipped rescaling raises ConfigError. Parameters go by their Hugging Face names
-    (the scale's fields);
-    the trained length to ``max_position_embeddings`` where Hugging Face reads it there (linear,
-    dynamic), else to ``original_max_position_embeddings`` with ``max_position_embeddings`` the
-    factor times it. Static NTK has no ``rope_type``: it is the default RoPE with a larger θ."""
-    params, out = _rope_parameters(config), copy.deepcopy(config)
-    if type(scale) is NoScale:
+    """A copy of a model's Hugging Face ``config`` whose RoPE settings give ``scale``'s frequencies,
+    for a checkpoint fine-tuned at ``length`` tokens (``scale_from_hf_config`` reads them back to the
+    same scale). The scale writes itself (``hf_rope_parameters``): none leaves the config as it is,
+    PI on a shipped linear scaling is one linear factor (the product), any other scale on a shipped
+    rescaling raises ConfigError, and static NTK, which has no ``rope_type``, is the default RoPE
+    with a larger θ."""
+    out = copy.deepcopy(config)
+    described = scale.hf_rope_parameters(rope_parameters(config), rot_dim, length)
+    if described is None:
         return out
-    stacked = params["rope_type"] == "linear" and isinstance(scale, PI)  # one linear factor: the product
-    if params["rope_type"] != "default" and not stacked:
-        raise ConfigError(
-            f"cannot describe '{type(scale).__name__}' on top of the shipped rope_type "
-            f"'{params['rope_type']}' in one Hugging Face config"
-        )
-    if not isinstance(scale, RopeScale) or (scale.hf_rope_type is None and not isinstance(scale, NTK)):
-        raise ConfigError(f"scale '{type(scale).__name__}' has no Hugging Face rope_type")
-    theta, factor = float(params["rope_theta"]), scale.factor_for(length)
-    new = {k: v for k, v in params.items() if k == "partial_rotary_factor"}
-    max_pos = length
-    if stacked:
-        new.update(rope_type="linear", rope_theta=theta, factor=params["factor"] * factor)
-    elif isinstance(scale, NTK):  # the NTK base, θ · s^(r/(r−2))
-        new.update(rope_type="default", rope_theta=theta * factor ** (rot_dim / (rot_dim - 2)))
-    else:
-        given = {
-            n: getattr(scale, n)
-            for n in scale_parameters(type(scale))
-            if n not in ("factor", "original_length") and getattr(scale, n) is not None
-        }
-        new.update(rope_type=scale.hf_rope_type, rope_theta=theta, factor=factor, **given)
-        if scale.hf_trained_length == "max_position_embeddings":
-            max_pos = scale.original_length
-        else:
-            new["original_max_position_embeddings"] = scale.original_length
-            max_pos = round(factor * scale.original_length)  # Hugging Face's implicit factor agrees
+    new, max_pos = described
     if hasattr(out, "rope_parameters"):  # transformers >= 5
         out.rope_parameters = new
     else:
@@ -227,7 +192,7 @@ def save_hf_llama(lm: CausalLM, config: Any, tokenizer: Any, folder: Path) -> Pa
     config.tie_word_embeddings = lm.head is None
     config.dtype = lm.embed.weight.dtype
     config.save_pretrained(partial)
-    params = _rope_parameters(config)
+    params = rope_parameters(config)
     data = json.loads((partial / "config.json").read_text())
     data["rope_theta"] = params["rope_theta"]
     data["rope_scaling"] = (

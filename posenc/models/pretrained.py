@@ -12,20 +12,22 @@ while offline) runs in ``resolve_source`` and ``read_config``, before any weight
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from posenc.core.errors import UserError
-from posenc.models.hf import _rope_parameters, from_hf_llama
+from posenc.models.hf import from_hf_llama, rope_parameters
 from posenc.models.lm import CausalLM
 
 SUPPORTED_TYPES = ("llama", "mistral")  # SmolLM ships as llama
@@ -137,7 +139,7 @@ def read_config(source: Source) -> Any:
 def original_context(config: Any) -> int:
     """The context the model was trained at: ``original_max_position_embeddings`` when its
     rope_scaling names one, else ``max_position_embeddings``."""
-    params = _rope_parameters(config)
+    params = rope_parameters(config)
     return int(params.get("original_max_position_embeddings") or config.max_position_embeddings)
 
 
@@ -162,21 +164,29 @@ class Pretrained:
 
 
 @contextmanager
-def quiet_gguf_bar() -> Iterator[None]:
-    """transformers' GGUF reader draws its own tqdm bar ("Converting and de-quantizing GGUF
-    tensors...") that ``disable_progress_bar`` does not reach; it is turned off while loading."""
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:  # a transformers without GGUF support reads no GGUF file either
-        gguf_utils = None
-    bar = getattr(gguf_utils, "tqdm", None)
-    if bar is not None:
-        gguf_utils.tqdm = partial(bar, disable=True)
-    try:
-        yield
-    finally:
-        if bar is not None:
-            gguf_utils.tqdm = bar
+def quiet_loading(gguf: bool) -> Iterator[None]:
+    """No progress bar from transformers while a model loads (posenc reports progress through its
+    own events; the library never prints), the previous setting restored afterwards.
+
+    transformers' GGUF reader draws a tqdm bar of its own ("Converting and de-quantizing GGUF
+    tensors...") that ``disable_progress_bar`` does not reach (transformers 5.24); it writes to
+    ``sys.stderr``, so a GGUF load runs with stderr sent to a buffer, and the warnings raised
+    meanwhile are issued again afterwards, to whatever shows warnings then.
+    """
+    from transformers.utils import logging
+
+    enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    stderr = contextlib.redirect_stderr(io.StringIO()) if gguf else contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            with stderr:
+                yield
+        finally:
+            if enabled:
+                logging.enable_progress_bar()
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def load_pretrained(
@@ -185,11 +195,9 @@ def load_pretrained(
     """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
     rotary frequencies and cos/sin stay float32 (``RoPE._apply``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging
 
-    logging.disable_progress_bar()  # posenc's own bar reports progress; the library never prints
-    tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
-    with quiet_gguf_bar():
+    with quiet_loading(gguf=source.gguf_file is not None):
+        tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
         hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
     lm = from_hf_llama(hf.eval())
     del hf

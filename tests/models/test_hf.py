@@ -58,6 +58,8 @@ def test_conversion_takes_the_models_tensors(tied):
     theirs = {t.data_ptr() for t in reference.state_dict().values()}
     assert all(p.data_ptr() in theirs for p in ours.parameters())
     assert ours.pe.inv_freq.device.type == "cpu" and ours.pe.inv_freq.dtype == torch.float32
+    assert ours.attention_backend == "sdpa"  # built on the meta device, chosen again on the CPU
+    assert ours.length_scale is None  # the default RoPE follows no length
 
 
 def test_rope_matches_apply_rotary_pos_emb():

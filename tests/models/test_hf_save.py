@@ -10,7 +10,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from posenc.models.hf import from_hf_llama, llama_config_for, save_hf_llama, to_hf_llama_state  # noqa: E402
-from posenc.pe.scaling import NTK, PI, DynamicNTK, Llama3, NoScale, YaRN  # noqa: E402
+from posenc.pe.scaling import NTK, PI, DynamicNTK, Llama3, LongRoPE, NoScale, YaRN  # noqa: E402
 
 LENGTH = 48  # evaluated past the tiny model's 16-token original context
 SCALES = {
@@ -20,6 +20,12 @@ SCALES = {
     "yarn": YaRN(factor=3.0, original_length=16, beta_fast=16.0),
     "dynamic": DynamicNTK(factor=1.0, original_length=16),
     "llama3": Llama3(factor=3.0, original_length=16),
+    "longrope": LongRoPE(  # r = 16: 8 factors each; past 16 tokens the long ones
+        original_length=16,
+        max_position=LENGTH,
+        short_factor=[1.0 + 0.1 * i for i in range(8)],
+        long_factor=[1.0 + 0.5 * i for i in range(8)],
+    ),
 }
 
 
@@ -43,6 +49,7 @@ def test_saved_checkpoint_loads_in_transformers_with_the_same_logits(tmp_path, t
     folder = save_hf_llama(lm, config, tokenizer, tmp_path / "ft")
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
     written = json.loads((folder / "config.json").read_text())
+    assert "max_position" not in written["rope_parameters"]  # posenc's name; Hugging Face's is max_position_embeddings
     assert written["rope_scaling"] == (
         None if name in ("none", "ntk") else {k: v for k, v in written["rope_parameters"].items() if k != "rope_theta"}
     )

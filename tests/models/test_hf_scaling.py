@@ -70,6 +70,7 @@ def test_length_dependent_scales_follow_each_forward_pass(name):
     frequencies change with the length, in transformers and in posenc alike."""
     hf = tiny_llama({"rope_type": name, **PARAMETERS[name]})
     lm = from_hf_llama(hf)
+    assert type(lm.length_scale).__name__ == {"dynamic": "DynamicNTK", "longrope": "LongRoPE"}[name]
     compare(hf, lm, 6)  # within the original length
     compare(hf, lm, 3 * MAX_POS + 5)  # past it: recomputed
     before = lm.pe.inv_freq.clone()

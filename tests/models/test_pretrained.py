@@ -95,20 +95,37 @@ def test_loads_with_transformers_logits(real_models, kind):
     assert loaded.original_length == 64 and loaded.tokenizer.eos_token_id == 0
 
 
-def test_loading_a_gguf_file_draws_no_bar_of_the_library(real_models, capfd):
+@pytest.mark.parametrize("enabled", [True, False])
+def test_loading_a_gguf_file_draws_no_bar_and_restores_the_bar_setting(real_models, capfd, enabled):
     """transformers' GGUF reader draws its own tqdm bar, which ``disable_progress_bar`` misses;
-    posenc's load prints nothing, and leaves the reader's bar as it found it."""
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    posenc's load prints nothing, and leaves transformers' progress-bar setting as it found it."""
+    from transformers.utils import logging
 
     from posenc.models import pretrained
 
-    bar = gguf_utils.tqdm
-    source = pretrained.resolve_source(str(real_models["gguf"]))
-    capfd.readouterr()
-    pretrained.load_pretrained(source, pretrained.read_config(source))
-    out, err = capfd.readouterr()
-    assert "GGUF" not in out + err and "it/s" not in err
-    assert gguf_utils.tqdm is bar
+    (logging.enable_progress_bar if enabled else logging.disable_progress_bar)()
+    try:
+        source = pretrained.resolve_source(str(real_models["gguf"]))
+        capfd.readouterr()
+        pretrained.load_pretrained(source, pretrained.read_config(source))
+        out, err = capfd.readouterr()
+        assert "GGUF" not in out + err and "it/s" not in err
+        assert logging.is_progress_bar_enabled() == enabled
+    finally:
+        logging.enable_progress_bar()
+
+
+def test_quiet_loading_hides_the_stream_not_the_warnings(capfd):
+    import sys
+    import warnings
+
+    from posenc.models.pretrained import quiet_loading
+
+    with pytest.warns(UserWarning, match="raised while loading"):
+        with quiet_loading(gguf=True):
+            print("Converting and de-quantizing GGUF tensors...", file=sys.stderr)
+            warnings.warn("raised while loading", UserWarning, stacklevel=1)
+    assert "GGUF" not in capfd.readouterr().err
 
 
 def test_bfloat16_load_keeps_float32_frequencies(real_models):
