@@ -85,6 +85,11 @@ def check_task_fits(task: Task, reads: InputKind, choices: dict[str, Any]) -> No
 
 def build(cfg: DictConfig) -> Setup:
     """The task, the model (seeded) and the train/eval settings of a composed config."""
+    if not getattr(target_class(cfg.model, "model"), "trains", True):  # model=pretrained: a checkpoint
+        raise ConfigError(
+            f"model '{cfg.choices.get('model')}' is a pretrained checkpoint: experiment=real scores it "
+            "(posenc extrapolate --model PATH); it is not built or trained"
+        )
     patches = takes_patches(cfg)
     # before resolving: 2D options read task keys
     check_scheme_fits(target_class(OmegaConf.to_container(cfg.pe, resolve=False), "pe"), str(cfg.choices.pe), patches)

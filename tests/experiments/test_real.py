@@ -418,3 +418,10 @@ def test_only_real_keys_may_be_overridden():
     for bad in ("train.lr=1e-3", "pe=alibi", "pe.base=500", "task.path=x", "model=lm_tiny", "eval.max_windows=2"):
         with pytest.raises(UserError, match=f"override '{bad}' applies to posenc's own models, not to a real model"):
             check_overrides([bad])
+
+
+def test_a_checkpoint_is_not_trained():
+    from posenc.engine.build import build
+
+    with pytest.raises(ConfigError, match="model 'pretrained' is a pretrained checkpoint: experiment=real scores it"):
+        build(compose(["model=pretrained", "model.path=x"]))
