@@ -204,7 +204,7 @@ def test_finetune_estimate_bounds_the_measured_peak_and_stops_a_run_first(real_m
     from transformers import LlamaConfig
 
     from posenc.benchmarks.suite import SMOLLM2_SHAPES
-    from posenc.experiments.real import RealSettings, prepare
+    from posenc.experiments.real import Checkpoint, RealSettings, prepare
     from posenc.models import pretrained
 
     config = LlamaConfig(**SMOLLM2_SHAPES)
@@ -213,8 +213,7 @@ def test_finetune_estimate_bounds_the_measured_peak_and_stops_a_run_first(real_m
     tiny = pretrained.read_config(pretrained.resolve_source(str(real_models["tied"])))
     assert pretrained.finetune_peak_bytes(tiny, 2000) > pretrained.peak_bytes(tiny, 2000)
     monkeypatch.setattr(pretrained, "available_bytes", lambda device: pretrained.peak_bytes(tiny, 2000) + 1)
-    prepare(RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], device="cpu"))
-    with pytest.raises(UserError, match=r"--lengths 2000 needs about .* GiB to fine-tune on cpu"):
-        prepare(
-            RealSettings(model=str(real_models["tied"]), scales=["pi"], lengths=[2000], finetune_steps=1, device="cpu")
-        )
+    checkpoint, cpu = Checkpoint(path=str(real_models["tied"])), torch.device("cpu")
+    prepare(checkpoint, RealSettings(scales=["pi"], lengths=[2000]), cpu)
+    with pytest.raises(UserError, match=r"real.lengths 2000 needs about .* GiB to fine-tune on cpu"):
+        prepare(checkpoint, RealSettings(scales=["pi"], lengths=[2000], finetune_steps=1), cpu)

@@ -171,3 +171,15 @@ def test_a_rotary_scale_without_a_rope_type_says_so():
 
     with pytest.raises(ConfigError, match="scale 'Mine' has no Hugging Face rope_type"):
         Mine(factor=2.0).hf_rope_parameters(BASE, 8, 48)
+
+
+def test_every_scale_option_that_rescales_rope_rescales_xpos():
+    """``scale=pi|ntk|yarn|…`` applies to ``pe=xpos`` as to ``pe=rope``: the same options, read from configs/scale."""
+    from posenc.engine.config import list_options, option_class
+    from posenc.pe.xpos import XPos
+
+    options = list_options("scale")
+    for_rope = {n for n in options if option_class("scale", n).applies(RoPE(head_dim=8))}
+    for_xpos = {n for n in options if option_class("scale", n).applies(XPos(head_dim=8))}
+    assert for_xpos == for_rope >= {"none", "pi", "ntk", "dynamic", "yarn", "llama3", "longrope"}
+    assert "clamp" not in for_xpos
