@@ -16,18 +16,19 @@ from posenc.cli.common import EventBar, console
 
 Windows = Annotated[
     int | None,
-    typer.Option(help="Real models: windows per length (window w starts at w x the longest length). [real.windows: 1]"),
+    typer.Option(help="Real models: windows per length (window w starts at w x the longest length). Default 1."),
 ]
 Tail = Annotated[
-    int | None, typer.Option(help="Real models: tail_ppl scores the last K predictions of each window. [real.tail]")
+    int | None, typer.Option(help="Real models: tail_ppl scores the last K predictions of each window. Default 1024.")
 ]
 Data = Annotated[
     str | None, typer.Option(help="Real models: a UTF-8 text file or a folder of them (default: built-in corpus).")
 ]
 Dtype = Annotated[
-    str | None, typer.Option(help="Real models: float32, bfloat16 or float16 weights (RoPE stays float32). [float32]")
+    str | None,
+    typer.Option(help="Real models: float32, bfloat16 or float16 weights (RoPE stays float32). Default float32."),
 ]
-Device = Annotated[str | None, typer.Option(help="Real models: auto, cpu, cuda, cuda:N or mps. [model.device: auto]")]
+Device = Annotated[str | None, typer.Option(help="Real models: auto, cpu, cuda, cuda:N or mps. Default auto.")]
 Passkey = Annotated[
     str | None,
     typer.Option(
