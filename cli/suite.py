@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -57,65 +56,57 @@ def suite(
 
     Example: posenc suite --quick          (posenc suite --launcher submitit_slurm hydra.launcher.partition=gpu)
     """
+    from posenc.launch import suite as suites
+    from posenc.reporting.reference_report import write_report
+
     with user_errors():
         from posenc.core.errors import UserError
         from posenc.engine.results import results_root
-        from posenc.launch.suite import collect, create, load, plan, plan_table, read, record
-        from posenc.launch.sweep import check_launcher, split_overrides
+        from posenc.launch.sweep import Stopped, check_launcher, split_overrides
+        from posenc.reporting.tables import check_tables
 
         root = results_root(results_dir)
         target = out or root
         if report_from is not None:
-            from posenc.reporting.reference_report import write_report
-
             if quick or name or launcher or dry_run or only or seeds or overrides:
                 raise UserError("--report-from writes the report of a finished suite; it takes no other run option")
-            report = write_report(collect(report_from), read(report_from), target)
+            report = write_report(suites.collect(report_from), suites.read(report_from), target)
             console.print(f"report: {report}", highlight=False, soft_wrap=True)
             return
         if quick and name:
             raise UserError("give --quick or --suite, not both")
-        the_suite = load(name or ("quick" if quick else "full"))
+        the_suite = suites.load(name or ("quick" if quick else "full"))
         seed_list = split_list(seeds, "--seeds", int) if seeds is not None else None
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         chosen = launcher or the_suite.launcher
         launcher_overrides = [*(the_suite.launcher_overrides if chosen == the_suite.launcher else []), *hydra_overrides]
         check_launcher(chosen, launcher_overrides)
-        planned = plan(the_suite, seed_list, split_list(only, "--only") if only else None, job_overrides)
-    table = plan_table(planned)
+        planned = suites.plan(the_suite, seed_list, split_list(only, "--only") if only else None, job_overrides)
+        filled: dict[str, list[str]] = {}
+        for spec in the_suite.sweeps:  # --only leaves sweeps out on purpose: their tables count
+            filled.setdefault(spec.table, []).append(spec.name)
+        check_tables(filled)  # the report can read what the suite writes
+    table = suites.plan_table(planned)
     console.print(
         f"suite {the_suite.name}: {len(table)} jobs in {len(planned)} sweeps, launcher {chosen}", highlight=False
     )
     if dry_run:
         console.print(table.to_markdown(index=False), highlight=False, soft_wrap=True, markup=False)
         return
-    from posenc.cli.sweep import launch
-    from posenc.launch.sweep import create as create_sweep
-    from posenc.launch.sweep import write_tables
-
     with user_errors():
-        suite_dir = create(root, the_suite, planned, chosen)
+        suite_dir = suites.create(root, the_suite, planned, chosen)
     console.print(f"suite directory: {suite_dir}", highlight=False, soft_wrap=True)
-    started, failed = time.perf_counter(), 0
-    for p in planned:
-        t0 = time.perf_counter()
-        sweep_dir = create_sweep(suite_dir, p.overrides + launcher_overrides, chosen, p.jobs)
-        record(suite_dir, p.spec.name, dir=str(sweep_dir.relative_to(suite_dir)))
-        console.print(
-            f"{p.spec.name}: {len(p.jobs)} jobs: {p.spec.description}", highlight=False, soft_wrap=True, markup=False
-        )
-        code = launch(sweep_dir, chosen, p.overrides, launcher_overrides)
-        runs, _ = write_tables(sweep_dir)
-        failed += int((runs["status"] != "completed").sum())
-        record(suite_dir, p.spec.name, seconds=time.perf_counter() - t0, launcher_exit=code)
-        console.print(f"{p.spec.name}: done in {time.perf_counter() - t0:.0f} s", highlight=False)
-    record(suite_dir, seconds=time.perf_counter() - started, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    from posenc.reporting.reference_report import write_report
-
+    try:
+        outcome = suites.run(suite_dir, planned, chosen, launcher_overrides, on_event=_say)
+    except Stopped as e:
+        raise fail(str(e), code=e.exit_code) from None
     with user_errors():
-        report = write_report(collect(suite_dir), read(suite_dir), target)
-    console.print(
-        f"suite took {time.perf_counter() - started:.0f} s; report: {report}", highlight=False, soft_wrap=True
-    )
-    if failed:
-        raise fail(f"{failed} jobs did not complete; see the runs.md of each sweep in {suite_dir}", code=1)
+        report = write_report(suites.collect(suite_dir), suites.read(suite_dir), target)
+    console.print(f"suite took {outcome.seconds:.0f} s; report: {report}", highlight=False, soft_wrap=True)
+    if outcome.failed:
+        raise fail(f"{outcome.failed} jobs did not complete; see the runs.md of each sweep in {suite_dir}", code=1)
+
+
+def _say(event) -> None:
+    """A suite's progress message, on stdout."""
+    console.print(event.label, highlight=False, soft_wrap=True, markup=False)

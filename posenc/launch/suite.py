@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ import yaml
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import write_json
 from posenc.engine.config import list_options, option_class, option_file, options_where
+from posenc.engine.context import Event
 from posenc.engine.results import make_unique_dir
 
 SUITE_FILE = "suite.json"
@@ -72,7 +73,7 @@ class Suite:
 @dataclass
 class PlannedSweep:
     spec: SweepSpec
-    overrides: list[str]  # the selected options, the spec's, the caller's, then seed=…
+    overrides: list[str]  # the selected options, the spec's, the caller's, then seed=… (sweeps written out)
     jobs: list[list[str]] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)  # the first job's model and training size
 
@@ -185,7 +186,8 @@ def plan(
     """Every sweep of the suite with its jobs, each composed and built (``check_jobs``), so that
     a mistake stops the suite before any job runs. ``only`` picks sweeps by name; ``extra``
     overrides go to every sweep (after the suite's own, so they win)."""
-    from posenc.launch.sweep import check_jobs, expand
+    from posenc.launch.overrides import expand, explicit
+    from posenc.launch.sweep import check_jobs
 
     seeds = list(suite.seeds if seeds is None else seeds)
     if not seeds:
@@ -205,12 +207,12 @@ def plan(
                 raise ConfigError(f"{where}: control '{control}' names no scheme; valid: {', '.join(schemes)}")
         chosen = [f"{group}={','.join(selected(group, selector, where))}" for group, selector in spec.select.items()]
         overrides = [*chosen, *spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
-        jobs = expand(overrides)
         try:
+            jobs = expand(overrides)
             check_jobs(jobs)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
-        planned.append(PlannedSweep(spec, overrides, jobs, model_size(jobs[0])))
+        planned.append(PlannedSweep(spec, explicit(overrides), jobs, model_size(jobs[0])))
     return planned
 
 
@@ -275,12 +277,55 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
                 }
                 for p in planned
             },
+            # sweeps a run leaves out on purpose (--only), by the table they fill: the report says "not run"
+            "left_out": {s.name: s.table for s in suite.sweeps if s.name not in {p.spec.name for p in planned}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "machine": machine(),
             "seconds": None,
         },
     )
     return path
+
+
+@dataclass
+class SuiteOutcome:
+    """How a suite's sweeps ended: its folder, the jobs that did not complete, its seconds."""
+
+    suite_dir: Path
+    failed: int
+    seconds: float
+
+
+def run(
+    suite_dir: Path,
+    planned: Sequence[PlannedSweep],
+    launcher: str,
+    launcher_overrides: Sequence[str] = (),
+    on_event: Callable[[Event], None] | None = None,
+) -> SuiteOutcome:
+    """Run each planned sweep of a created suite folder (``create``) as one ``posenc sweep`` into
+    ``sweeps/``, one after the other, recording each sweep's folder, launcher exit code and seconds
+    in ``suite.json``; progress goes to ``on_event`` as messages. A stop signal raises
+    ``posenc.launch.sweep.Stopped``."""
+    from posenc.launch import sweep
+
+    def say(text: str) -> None:
+        if on_event is not None:
+            on_event(Event("message", text))
+
+    started, failed = time.perf_counter(), 0
+    for p in planned:
+        t0 = time.perf_counter()
+        sweep_dir = sweep.create(suite_dir, [*p.overrides, *launcher_overrides], launcher, p.jobs)
+        record(suite_dir, p.spec.name, dir=str(sweep_dir.relative_to(suite_dir)))
+        say(f"{p.spec.name}: {len(p.jobs)} jobs: {p.spec.description}")
+        outcome = sweep.run(sweep_dir, sweep.SweepPlan(launcher, p.overrides, list(launcher_overrides), p.jobs))
+        failed += outcome.failed
+        record(suite_dir, p.spec.name, seconds=time.perf_counter() - t0, launcher_exit=outcome.code)
+        say(f"{p.spec.name}: done in {time.perf_counter() - t0:.0f} s")
+    seconds = time.perf_counter() - started
+    record(suite_dir, seconds=seconds, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    return SuiteOutcome(Path(suite_dir), failed, seconds)
 
 
 def quoted(value: str) -> str:
@@ -308,7 +353,7 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
     """Each finished sweep's long table (and its side tables such as ``resolution_similarity``),
     without the sizing overrides (``model.*``, ``train.*``, ``eval.*``, ``task.*``) that are the
     same in every row. A report's ``suite/`` folder gives back the tables it holds."""
-    from posenc.launch.sweep import long_table
+    from posenc.launch.listing import long_table
 
     saved = read(suite_dir)
     if "tables" in saved:  # written by posenc.reporting.reference_report.write_report

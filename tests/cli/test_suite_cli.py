@@ -308,7 +308,7 @@ def test_select_picks_options_by_their_class_facts():
         (
             {"pe": {"dims": 1}},
             "suite sweep check: pe classes have no fact 'dims'; valid: adds_bias, adds_embedding, "
-            "counterpart, encodes, grid_methods, ndim, rotates_qk",
+            "counterpart, encodes, grid_methods, has_key_bias, ndim, rotates_qk",
         ),
         ({"pe": {"ndim": 3}}, "suite sweep check: select pe {'ndim': 3} matches no option"),
         ({"pe": "nothere"}, "suite sweep check: unknown pe 'nothere'; valid: alibi"),
@@ -375,3 +375,30 @@ def test_list_names_the_suites():
     result = runner.invoke(app, ["list", "suite"])
     assert result.exit_code == 0, result.output
     assert "quick" in result.output and "full" in result.output and "20 min on 2 CPU cores" in result.output
+
+
+def test_a_suite_whose_sweeps_fill_no_table_the_report_reads_stops_before_any_work(tmp_path):
+    """configs/suite/quick.yaml with extrapolation_text renamed: with `table:` it plans as before;
+    without, it stops in one line naming the table and the sweep that fills it."""
+    import yaml
+
+    node = yaml.safe_load((ROOT / "configs" / "suite" / "quick.yaml").read_text())
+    node["sweeps"] = {("text_lm" if k == "extrapolation_text" else k): v for k, v in node["sweeps"].items()}
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text(yaml.safe_dump(node))
+    node["sweeps"]["text_lm"]["table"] = "extrapolation_text"
+    named = tmp_path / "named.yaml"
+    named.write_text(yaml.safe_dump(node))
+    result = runner.invoke(app, ["suite", "--suite", str(unnamed), "--dry-run", "--results-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == (
+        "error: the report reads the table 'extrapolation_text', which no sweep of the suite fills: give the sweep "
+        "that runs experiment=extrapolation task=text the line `table: extrapolation_text`; the suite fills "
+        "text_lm (text_lm), which the report does not read"
+    )
+    result = runner.invoke(
+        app, ["suite", "--suite", str(named), "--dry-run", "--only", "check", "--results-dir", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "suite named: 3 jobs in 1 sweeps" in result.output
+    assert not (tmp_path / "r").exists()
