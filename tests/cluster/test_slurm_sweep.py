@@ -53,11 +53,11 @@ def only(folder: Path) -> Path:
 
 
 def slurm_jobs(sweep_dir: Path) -> list[str]:
-    """The SLURM ids (``<array>_<task>``) of the sweep's jobs, in job order."""
-    return sorted(
-        (p.name.removesuffix("_submitted.pkl") for p in sweep_dir.glob(".submitit/*/*_submitted.pkl")),
-        key=lambda job: int(job.rpartition("_")[2]),
-    )  # one job alone is no array: "17"
+    """The SLURM ids (``<array>_<task>``; one job alone is no array: "17") of the sweep's jobs, in
+    job order, as the sweep records them (each job writes its id into its job.json)."""
+    from posenc.launch.slurm import slurm_jobs as recorded
+
+    return [job for _, job in sorted(recorded(sweep_dir).items())]
 
 
 def wait_for(pattern: str, root: Path, sweep: subprocess.Popen, seconds: float = 300) -> Path:
