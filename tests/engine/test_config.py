@@ -28,7 +28,7 @@ def on_the_vit(group, option):
 
     node = compose([f"{group}={option}"])[group]
     target = get_object(node._target_)
-    return getattr(target, "kind", None) == "image" or getattr(target, "ndim", 1) == 2
+    return getattr(target, "input_kind", None) == "patches" or getattr(target, "ndim", 1) == 2
 
 
 def scored_only(group, option):
@@ -54,7 +54,7 @@ def test_every_option_composes_and_builds(group, image_roots):
         cfg = compose(overrides)
         assert cfg.choices[group] == option
         setup = build(cfg)
-        if getattr(setup.task, "kind", None) == "image":
+        if setup.task.input_kind == "patches":
             x = torch.rand(2, setup.task.in_channels, setup.task.resolution, setup.task.resolution)
             assert setup.model(x).shape == (2, setup.task.num_classes)
             continue
