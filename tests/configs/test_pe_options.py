@@ -9,7 +9,8 @@ import pytest
 from posenc.core.errors import ConfigError
 from posenc.engine.build import build
 from posenc.engine.config import compose, list_options, option_node, options_where
-from posenc.experiments.train import run
+from posenc.engine.context import RunContext
+from posenc.experiments.train import Train
 
 TEXT = options_where("pe", lambda c: c.ndim == 1)
 # every 1D scheme that takes positions: its option carries the randomized setting
@@ -36,7 +37,8 @@ def test_options_are_listed_with_a_description():
 )
 def test_option_trains_two_steps(overrides, tmp_path):
     cfg = compose(overrides + SMOKE)
-    table, run_dir = run(cfg, results_root=tmp_path)
+    result = Train().run(cfg, RunContext(tmp_path))
+    table, run_dir = result.table, result.run
     row = table.iloc[0]
     assert row["pe"] == overrides[0].split("=")[1] and row["steps"] == 2
     assert math.isfinite(row["val_loss"]) and 3.0 < row["val_loss"] < 7.0  # near ln 256 at init
