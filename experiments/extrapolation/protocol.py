@@ -210,7 +210,7 @@ class ExtrapolationConfig:
     n_buckets: int = 16
 
 
-def job_cells(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
+def job_plan(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
     """The settings and cells of a sweep job, every cell built and every length checked."""
     settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
     cfgs = cells_of(cfg, settings.scales, settings.factor)
@@ -225,10 +225,10 @@ class Extrapolation:
     tables = TABLES
 
     def check(self, cfg: DictConfig) -> None:
-        job_cells(cfg)
+        job_plan(cfg)
 
     def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
-        settings, cfgs = job_cells(cfg)
+        settings, cfgs = job_plan(cfg)
         return extrapolate(
             cfgs,
             ctx,
