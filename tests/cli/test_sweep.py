@@ -140,7 +140,10 @@ def test_submitit_local_launcher_runs_two_seeds_by_two_schemes_and_marks_a_faile
     sweep_dir = only(tmp_path / "bad" / "sweeps")
     runs = pd.read_csv(sweep_dir / "runs.csv", keep_default_na=False)
     assert runs["status"].tolist() == ["completed", "failed"]
-    assert runs["error"].tolist() == ["", "loss became nan at step 2; lower train.lr or check the data"]
+    assert runs["error"].tolist() == [
+        "",
+        "TrainingDiverged: loss became nan at step 2; lower train.lr or check the data",
+    ]
     table = pd.read_csv(sweep_dir / "stats.csv")
     assert table.loc[table["metric"] == "val_loss", ["train.lr", "n", "failed"]].values.tolist() == [
         [3e-3, 1, 0],
@@ -499,3 +502,30 @@ def test_a_cluster_that_cannot_say_where_jobs_go_is_one_line_and_submits_nothing
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [message]
     assert not (tmp_path / "script.sh").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_job_that_fails_mid_run_is_marked_once_and_one_before_its_run_folder_in_error_json(tmp_path, monkeypatch):
+    result = CliRunner().invoke(app, ["sweep", *TINY, "train.lr=3e-3,1e12", "--results-dir", str(tmp_path / "a")])
+    assert result.exit_code == 1
+    sweep_dir = only(tmp_path / "a" / "sweeps")
+    runs = pd.read_csv(sweep_dir / "runs.csv", keep_default_na=False)
+    assert runs["status"].tolist() == ["completed", "failed"]
+    error = "TrainingDiverged: loss became nan at step 2; lower train.lr or check the data"
+    assert runs["error"].tolist() == ["", error]
+    summary = RunDir(Path(runs["run_dir"][1])).read_summary()  # marked once, by the run context
+    assert summary["status"] == "failed" and summary["error"] == error
+    assert not (sweep_dir / "1" / "error.json").exists()
+    assert json.loads((sweep_dir / "1" / "job.json").read_text())["table"] == "table"
+
+    from posenc.experiments.train import Train
+
+    def broken(self, cfg, ctx):
+        raise RuntimeError("before any run folder")
+
+    monkeypatch.setattr(Train, "run", broken)
+    result = CliRunner().invoke(app, ["sweep", *TINY, "--results-dir", str(tmp_path / "b")])
+    assert result.exit_code == 1
+    sweep_dir = only(tmp_path / "b" / "sweeps")
+    assert json.loads((sweep_dir / "0" / "error.json").read_text())["error"] == "RuntimeError: before any run folder"
+    runs = pd.read_csv(sweep_dir / "runs.csv", keep_default_na=False)
+    assert runs[["status", "error"]].values.tolist() == [["failed", "RuntimeError: before any run folder"]]
