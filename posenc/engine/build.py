@@ -75,7 +75,11 @@ def check_task_fits(task: Task, reads: InputKind, choices: dict[str, Any]) -> No
     else name the models that read the task and the tasks that give what the model reads."""
     if task.input_kind == reads:
         return
-    models = [name for name, cls in option_classes("model").items() if model_reads(cls) == task.input_kind]
+    models = [
+        name
+        for name, cls in option_classes("model").items()
+        if model_reads(cls) == task.input_kind and getattr(cls, "trains", True)  # not a pretrained checkpoint
+    ]
     tasks = [name for name, cls in option_classes("task").items() if getattr(cls, "input_kind", None) == reads]
     raise ConfigError(
         f"task '{choices['task']}' does not fit model '{choices['model']}'; use --model {', '.join(models)} "
