@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text, replace_folder, write_json, write_table
 from posenc.launch.suite import SUITE_FILE
 from posenc.reporting.claims import CLAIMS
@@ -121,8 +122,9 @@ def write_report(tables: Tables, meta: dict[str, Any], out: Path) -> Path:
     the folder is replaced whole, so a crash leaves the previous report's tables or the new ones.
 
     A table the report reads that no sweep filled and no ``--only`` left out stops it first, in
-    one line (``check_tables``)."""
-    check_tables(*filled_tables(tables, meta))
+    one line (``check_tables``), as does a suite that fills none of them."""
+    if not check_tables(*filled_tables(tables, meta)):
+        raise UserError("no reference report: the suite fills none of the tables it reads")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -72,19 +72,25 @@ CHECK = ReportTable("check", "check", "experiment=check")
 REPORT_TABLES = (TEXT, TARGET, PASSKEY, PASSKEY_DEPTH, RESOLUTION, SIMILARITY, RELATIONAL, ORDER, CHECK)
 
 
-def check_tables(filled: Mapping[str, Collection[str]], left_out: Collection[str] = ()) -> None:
-    """Every table the report reads is filled (``filled``: {table: the sweeps that fill it}) or
-    was left out on purpose (``left_out``: the tables of the sweeps a run did not run); else a
-    ``UserError`` naming the first missing table and the sweep that would fill it."""
+def check_tables(filled: Mapping[str, Collection[str]], left_out: Collection[str] = ()) -> bool:
+    """Whether the report reads this suite: every table it reads is filled (``filled``: {table:
+    the sweeps that fill it}) or was left out on purpose (``left_out``: the tables of the sweeps a
+    run did not run). A suite that fills some of them but not all is a ``UserError`` naming the
+    first missing table and the sweep that would fill it (a sweep renamed without ``table:``); a
+    suite that fills none of them (a researcher's own) is no reference suite: False."""
+    declared = {t.name for t in REPORT_TABLES}
+    if not any(filled.get(name) for name in declared) and not set(left_out) & declared:
+        return False
     for t in REPORT_TABLES:
         if t.side_of or filled.get(t.name) or t.name in left_out:
             continue
-        unread = [f"{n} ({', '.join(filled[n])})" for n in sorted(filled) if n not in {r.name for r in REPORT_TABLES}]
+        unread = [f"{n} ({', '.join(filled[n])})" for n in sorted(filled) if n not in declared]
         also = f"; the suite fills {', '.join(unread)}, which the report does not read" if unread else ""
         raise UserError(
             f"the report reads the table '{t.name}', which no sweep of the suite fills: give the sweep "
             f"that runs {t.fill} the line `table: {t.name}`{also}"
         )
+    return True
 
 
 def filled_tables(tables: Mapping[str, Any], meta: Meta) -> tuple[dict[str, list[str]], set[str]]:

@@ -706,3 +706,14 @@ def test_every_report_table_comes_from_a_table_its_protocol_declares():
         for spec in load(suite).sweeps:
             filled.setdefault(spec.table, []).append(spec.name)
         check_tables(filled)
+
+
+def test_a_suite_that_fills_none_of_the_reports_tables_gets_no_reference_report(tmp_path):
+    from posenc.reporting.tables import check_tables
+
+    assert check_tables({"train": ["train"]}) is False  # a researcher's own suite: its sweeps, no report
+    with pytest.raises(UserError, match="^no reference report: the suite fills none of the tables it reads$"):
+        write_report(
+            {"train": pd.DataFrame({"pe": ["rope"]})}, META | {"sweeps": {"train": {}}, "left_out": {}}, tmp_path
+        )
+    assert not (tmp_path / "REPORT.md").exists()
