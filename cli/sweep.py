@@ -39,6 +39,8 @@ def sweep(
         sweep_dir = sweeps.create(
             results_root(results_dir), planned.job_overrides + planned.hydra_overrides, launcher, planned.jobs
         )
+    for override, why in planned.left_out.items():
+        console.print(f"left out {override} (a glob matched it): {why}", highlight=False, soft_wrap=True, markup=False)
     console.print(
         f"sweep directory: {sweep_dir} ({len(planned.jobs)} jobs, launcher {launcher})", highlight=False, soft_wrap=True
     )

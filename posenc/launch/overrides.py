@@ -7,6 +7,11 @@ config folders), ``range(...)``, ``choice(...)``, ``shuffle(...)``, quoted value
 the sweeps in the order their keys first appear (a key given twice keeps its first place and
 its last value), so that job ``i`` here is Hydra's job folder ``i``.
 
+A ``glob`` over a config group means the matching options *that fit the job*: ``pe=glob(rope*)``
+on the causal LM runs ``rope`` and leaves out ``rope2d_axial``/``rope2d_mixed`` (ViT schemes),
+saying so (``posenc.launch.sweep.plan``); a comma list names its options on purpose, so one that
+does not fit stops the sweep.
+
 A sweep is launched with ``explicit`` overrides: each sweep written out as the comma list of
 its values, so that the jobs Hydra runs are the jobs checked here, whatever a ``glob`` sees or a
 ``shuffle`` draws.
@@ -64,7 +69,16 @@ def _parser() -> Iterator[Any]:
 
 def _sweeps(overrides: Sequence[str]) -> dict[str, list[str]]:
     """{key element: every ``key=value`` it takes}, in the basic sweeper's order."""
+    return sweeps(overrides)[0]
+
+
+def sweeps(overrides: Sequence[str]) -> tuple[dict[str, list[str]], set[str]]:
+    """({key element: every ``key=value`` it takes} in the basic sweeper's order, the keys whose
+    values a ``glob`` chose)."""
+    from hydra.core.override_parser.types import ValueType
+
     chosen: dict[str, list[str]] = {}
+    globbed: set[str] = set()
     try:
         with _parser() as parser:
             for o in parser.parse_overrides(list(overrides)):
@@ -87,22 +101,36 @@ def _sweeps(overrides: Sequence[str]) -> dict[str, list[str]]:
                         else f"'{o.input_line}' gives no value"
                     )
                 chosen[key] = [f"{key}={v}" for v in values]
+                if o.value_type == ValueType.GLOB_CHOICE_SWEEP:
+                    globbed.add(key)
+                else:
+                    globbed.discard(key)
     except ConfigError:
         raise
     except Exception as e:  # Hydra's parser raises several types; all mean a bad override
         raise ConfigError(f"cannot parse sweep override: {str(e).strip().splitlines()[0]}") from None
-    return chosen
+    return chosen, globbed
+
+
+def product(chosen: dict[str, list[str]]) -> list[list[str]]:
+    """The jobs of ``chosen`` sweeps, in the basic sweeper's order."""
+    return [list(job) for job in itertools.product(*chosen.values())]
+
+
+def written_out(chosen: dict[str, list[str]]) -> list[str]:
+    """Each sweep of ``chosen`` as the comma list of its values (``explicit``)."""
+    return [
+        values[0] if len(values) == 1 else f"{key}={','.join(v.split('=', 1)[1] for v in values)}"
+        for key, values in chosen.items()
+    ]
 
 
 def expand(overrides: Sequence[str]) -> list[list[str]]:
     """Every job's overrides, in the order Hydra's basic sweeper numbers the jobs."""
-    return [list(job) for job in itertools.product(*_sweeps(overrides).values())]
+    return product(_sweeps(overrides))
 
 
 def explicit(overrides: Sequence[str]) -> list[str]:
     """The overrides with each sweep written out as the comma list of its values: Hydra's basic
     sweeper runs from them exactly the jobs ``expand`` gives."""
-    return [
-        values[0] if len(values) == 1 else f"{key}={','.join(v.split('=', 1)[1] for v in values)}"
-        for key, values in _sweeps(overrides).items()
-    ]
+    return written_out(_sweeps(overrides))

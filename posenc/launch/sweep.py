@@ -51,7 +51,7 @@ from posenc.launch.listing import (
     record_job,
     write_tables,
 )
-from posenc.launch.overrides import expand, explicit, split_overrides
+from posenc.launch.overrides import expand, product, split_overrides, sweeps, written_out
 
 SCHEMA_WARNING = r"(?s).*is validated against ConfigStore schema"
 # A submitit job unpickles ``_job`` (importing this module) before Hydra loads the launcher
@@ -171,19 +171,52 @@ def protocol_of(cfg: DictConfig) -> Experiment:
     return protocol
 
 
+def _check_job(job: Sequence[str]) -> None:
+    from posenc.engine.config import compose
+
+    cfg = compose(job)
+    protocol_of(cfg).check(cfg)
+
+
+def _where(job: Sequence[str], swept: Sequence[int]) -> str:
+    return " ".join(job[i] for i in swept)
+
+
 def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     """Compose every job's config and run its protocol's ``check`` (it builds what the job will
     build), so that a mistake stops the sweep before any job starts."""
-    from posenc.engine.config import compose
-
     swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
     for job in jobs:
         try:
-            cfg = compose(job)
-            protocol_of(cfg).check(cfg)
+            _check_job(job)
         except ConfigError as e:
-            where = " ".join(job[i] for i in swept)
+            where = _where(job, swept)
             raise ConfigError(f"job {where}: {e}" if where else str(e)) from None
+
+
+def fit_globs(chosen: dict[str, list[str]], globbed: set[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Keep of each ``glob`` the options that fit: an option whose every job fails its check is
+    left out, with the first job's error line as the reason ({override: reason}); one that fails
+    in some jobs only, or a glob none of whose options fit, stays for ``check_jobs`` to report."""
+    if not globbed:
+        return chosen, {}
+    errors: dict[tuple[str, ...], str] = {}
+    for job in product(chosen):
+        try:
+            _check_job(job)
+        except ConfigError as e:
+            errors[tuple(job)] = str(e)
+    kept, left_out = dict(chosen), {}
+    for key in globbed:
+        failing = {}
+        for value in chosen[key]:
+            jobs = [tuple(job) for job in product({**kept, key: [value]})]
+            if all(job in errors for job in jobs):
+                failing[value] = errors[jobs[0]]
+        if failing and len(failing) < len(chosen[key]):
+            kept[key] = [v for v in chosen[key] if v not in failing]
+            left_out.update(failing)
+    return kept, left_out
 
 
 @dataclass
@@ -195,17 +228,21 @@ class SweepPlan:
     job_overrides: list[str]
     hydra_overrides: list[str]
     jobs: list[list[str]] = field(default_factory=list)
+    # options a glob matched that do not fit the job: {override: why}
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def plan(overrides: Sequence[str], launcher: str = "basic", check: bool = True) -> SweepPlan:
-    """Split, expand and check a sweep's overrides (``check_launcher``, ``check_jobs``): every
-    mistake is a ``ConfigError`` before anything is written."""
+    """Split, expand and check a sweep's overrides (``check_launcher``, ``fit_globs``,
+    ``check_jobs``): every mistake is a ``ConfigError`` before anything is written."""
     job_overrides, hydra_overrides = split_overrides(list(overrides))
     check_launcher(launcher, hydra_overrides)
-    jobs = expand(job_overrides)
+    chosen, globbed = sweeps(job_overrides)
+    left_out: dict[str, str] = {}
     if check:
-        check_jobs(jobs)
-    return SweepPlan(launcher, explicit(job_overrides), hydra_overrides, jobs)
+        chosen, left_out = fit_globs(chosen, globbed)
+        check_jobs(product(chosen))
+    return SweepPlan(launcher, written_out(chosen), hydra_overrides, product(chosen), left_out)
 
 
 def create(root: Path, overrides: Sequence[str], launcher: str, jobs: Sequence[Sequence[str]]) -> Path:

@@ -96,6 +96,34 @@ def test_glob_sweeps_one_job_per_matching_scheme_numbered_as_hydra(tmp_path):
         assert RunDir(Path(runs["run_dir"][job])).read_config()["choices"]["pe"] == pe
 
 
+def test_a_glob_keeps_the_schemes_that_fit_the_model_and_says_which_it_left_out(tmp_path):
+    """The issue's example: on the causal LM, rope* matches rope and the two ViT schemes."""
+    result = CliRunner().invoke(
+        app, ["sweep", *TINY, "pe=glob(rope*)", "train.steps=2", "--results-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    for left in ("rope2d_axial", "rope2d_mixed"):
+        assert f"left out pe={left} (a glob matched it): pe '{left}' is a 2D scheme for ViT patches" in result.output
+    sweep_dir = only(tmp_path / "sweeps")
+    runs = pd.read_csv(sweep_dir / "runs.csv")
+    assert runs["pe"].tolist() == ["rope"] and runs["status"].tolist() == ["completed"]
+    (job,) = json.loads((sweep_dir / "sweep.json").read_text())["jobs"]
+    assert job == ["experiment=smoke", "train.steps=2", *TINY[2:], "pe=rope"]  # a key given twice: its last value
+
+
+def test_a_comma_list_that_names_a_scheme_that_does_not_fit_stops_the_sweep(tmp_path):
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=rope,rope2d_axial", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "job pe=rope2d_axial: pe 'rope2d_axial' is a 2D scheme for ViT patches" in result.output
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_a_glob_none_of_whose_options_fit_stops_the_sweep(tmp_path):
+    result = CliRunner().invoke(app, ["sweep", *TINY, "pe=glob(rope2d*)", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "is a 2D scheme for ViT patches" in result.output
+    assert not (tmp_path / "sweeps").exists()
+
+
 def test_range_and_a_glob_of_one_option(tmp_path):
     result = CliRunner().invoke(
         app, ["sweep", *TINY, "pe=glob(rope)", "seed=range(0,2)", "--results-dir", str(tmp_path)]
