@@ -63,12 +63,6 @@ def training_config(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def cache_dir(config: Mapping[str, Any], results_root: Path) -> Path:
-    """The config's ``cache_dir``, else ``<results root>/cache``."""
-    given = config.get("cache_dir")
-    return Path(given) if given else Path(results_root) / "cache"
-
-
 def complete(entry: Path) -> bool:
     run = RunDir(entry)
     return (

@@ -491,20 +491,6 @@ def less(config: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     return {**config, "real": {k: v for k, v in config["real"].items() if k not in keys}}
 
 
-def cache_root(cfg: DictConfig, root: Path) -> Path:
-    """``cache_dir``, else ``<results root>/cache``. A sweep job's ``root`` is its own folder
-    ``<sweep>/<job>``; its results root is the sweep's (``sweep.json``), so the jobs of every
-    sweep into one results root find each other's cells."""
-    if cfg.get("cache_dir"):
-        return Path(cfg.cache_dir)
-    from posenc.launch.sweep import SWEEP_FILE
-
-    record = Path(root).parent / SWEEP_FILE
-    if record.is_file():
-        return Path(json.loads(record.read_text())["results_root"]) / "cache"
-    return Path(root) / "cache"
-
-
 class Cells:
     """The scored cells of one setting: ``<cache>/real/<model>-<hash>/`` with config.yaml (the
     settings), ``cells/<key>.json`` (one file per cell, e.g. ``cells/yarn/4096/0.json``, written
@@ -590,7 +576,7 @@ class Real:
     def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
         p = self.prepare(cfg, ctx.device)
         config = run_config(p)
-        cells = Cells.open(cache_root(cfg, ctx.root), p.source.name, less(config, SHARED))
+        cells = Cells.open(ctx.cache_dir(cfg), p.source.name, less(config, SHARED))
         with ctx.running(f"real-{p.source.name}", config, key=less(config, GROWABLE)) as run:
             return self.score(p, cells, ctx, run)
 

@@ -32,7 +32,7 @@ from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
 from posenc.engine.results import RunDir
 from posenc.engine.training import train
-from posenc.experiments.cache import TRAINED_AT, cache_dir, trained
+from posenc.experiments.cache import TRAINED_AT, trained
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES, SMOOTH_MODES
@@ -202,7 +202,7 @@ def run(cfgs: list[DictConfig], ctx: RunContext) -> Result:
     task = setups[0].task
     chance = 1 / task.num_classes
     with ctx.running("resolution-" + "-".join(names), config) as run_dir:
-        long, similarity, models = _run(setups, plans, settings, run_dir, cache_dir(setups[0].config, ctx.root), ctx)
+        long, similarity, models = _run(setups, plans, settings, run_dir, ctx.cache_dir(setups[0].config), ctx)
         table = long.pivot_table(
             index=["pe", "method", "finetune_steps", "seed"], columns="resolution", values="accuracy", sort=False
         ).reset_index()

@@ -23,7 +23,7 @@ from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings, instantiate
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.results import config_hash
-from posenc.experiments.cache import TRAINED_AT, Trained, cache_dir, trained, training_config
+from posenc.experiments.cache import TRAINED_AT, Trained, trained, training_config
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
 from posenc.experiments.extrapolation.plots import plot, plot_depth
 from posenc.experiments.extrapolation.scoring import buckets, finetune, score
@@ -129,7 +129,7 @@ def extrapolate(
         "n_buckets": n_buckets,
         "cells": [c.setup.config for c in cells],
     }
-    cache = cache_dir(cells[0].setup.config, ctx.root)
+    cache = ctx.cache_dir(cells[0].setup.config)
     with ctx.running(f"extrapolate-{cells[0].setup.config['choices']['task']}", config) as run:
         started = time.perf_counter()
         rows, positions, depth_rows, notes = [], [], [], []

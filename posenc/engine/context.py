@@ -14,6 +14,7 @@ and the config names it by ``protocol: {_target_: posenc.experiments.train.Train
 what every protocol shares (torchtune's recipes and Lightning's trainer share one such object):
 
 - the results root and, when a run is resumed, the run folder to resume (``open``);
+- the cache that runs share (trained models, a real model's scored cells): ``cache_dir``;
 - provenance (commit, versions, command line, overrides, hardware) written into each run;
 - progress as one event type (``Event``) sent to one callback (the CLI's bar, or nothing);
 - failure marking: ``running`` marks a run ``completed``, ``failed`` or ``interrupted`` the same
@@ -173,7 +174,8 @@ class RunContext:
     """What a protocol needs besides its config (see the module docstring).
 
     ``resume``: the run folder to continue (a requeued sweep job, ``posenc train --resume``);
-    ``on_event``: where progress goes; ``sinks``: where records also go.
+    ``cache``: the folder runs share (a sweep job's is its sweep's results root's, not its own
+    folder's); ``on_event``: where progress goes; ``sinks``: where records also go.
     """
 
     root: Path
@@ -182,6 +184,7 @@ class RunContext:
     sinks: Sequence[MetricSink] = ()
     overrides: Sequence[str] = ()
     device_name: str = "auto"
+    cache: Path | None = None
     _runs: list[RunDir] = field(default_factory=list, repr=False)
 
     @property
@@ -192,6 +195,12 @@ class RunContext:
 
             self._device = resolve_device(self.device_name)
         return self._device
+
+    def cache_dir(self, config: Mapping[str, Any]) -> Path:
+        """Where trained models and scored cells are shared: the config's ``cache_dir`` (a suite sets
+        one for all its sweeps), else the context's ``cache``, else ``<root>/cache``."""
+        given = config.get("cache_dir")
+        return Path(given) if given else Path(self.cache) if self.cache is not None else Path(self.root) / "cache"
 
     def emit(self, kind: Literal["stage", "advance", "message"], label: str = "", **fields: Any) -> None:
         """Send one event (``total=``/``done=`` go to their fields, the rest to ``fields``)."""

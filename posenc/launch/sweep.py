@@ -48,6 +48,7 @@ from posenc.launch.listing import (
     SWEEP_FILE,
     job_run,
     mark_failed,
+    read_sweep,
     record_job,
     write_tables,
 )
@@ -380,7 +381,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         protocol = protocol_of(cfg)
         record_job(job_dir, table=main_table(protocol).name, tables=[t.name for t in protocol.tables])
         device = str(cfg.train.get("device", "auto")) if "train" in cfg else "auto"
-        ctx = RunContext(root=job_dir, resume=previous, overrides=overrides, device_name=device)
+        # the jobs of every sweep into one results root share its cache (trained models, scored cells)
+        cache = Path(read_sweep(Path(hc.sweep.dir))["results_root"]) / "cache"
+        ctx = RunContext(root=job_dir, resume=previous, overrides=overrides, device_name=device, cache=cache)
         result = protocol.run(cfg, ctx)
         record_job(job_dir, run_dir=str(result.run.path))
         status = {"status": "completed", "run_dir": str(result.run.path)}
