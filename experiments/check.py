@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 
 from posenc.analysis import properties as props
 from posenc.core.errors import ConfigError
+from posenc.engine.build import trainable_models
 from posenc.engine.config import compose, experiment_settings, instantiate, list_options
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.pe.base import PositionScheme
@@ -75,7 +76,7 @@ def plan(
     schemes, skipped = [], []
     for name in pes or list(valid_pe):
         reasons = []
-        for model in models or list(valid_model):
+        for model in models or trainable_models():
             try:
                 cfg = compose([f"model={model}", f"pe={name}", *overrides])
                 torch.manual_seed(seed)
@@ -88,7 +89,8 @@ def plan(
         else:
             if pes:
                 raise ConfigError(
-                    f"pe '{name}' does not build with model {', '.join(models or valid_model)} ({'; '.join(reasons)})"
+                    f"pe '{name}' does not build with model {', '.join(models or trainable_models())} "
+                    f"({'; '.join(reasons)})"
                 )
             skipped.append({"pe": name, "reason": "; ".join(reasons)})
     return schemes, skipped

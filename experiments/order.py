@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 
 from posenc.analysis.permutation import permutation_test
 from posenc.core.errors import ConfigError
-from posenc.engine.build import Setup, build, takes_patches
+from posenc.engine.build import Setup, build, takes_patches, trainable_models
 from posenc.engine.config import compose, experiment_settings, list_options
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
@@ -131,7 +131,7 @@ def plan(
     for group, names in (("model", models), ("pe", pes), ("task", tasks)):
         if names:
             _check_names(group, names)
-    model_names = list(models or list_options("model"))
+    model_names = list(models or trainable_models())
     pe_names = list(pes or list_options("pe"))
     order_task_names = order_tasks()
     for task in tasks or ():

@@ -70,16 +70,19 @@ def option_classes(group: str) -> dict[str, Any]:
     return classes
 
 
+def trainable_models() -> list[str]:
+    """The model options posenc builds and trains (not a pretrained checkpoint, ``trains = False``;
+    a class that does not say trains)."""
+    return [name for name, cls in option_classes("model").items() if getattr(cls, "trains", True)]
+
+
 def check_task_fits(task: Task, reads: InputKind, choices: dict[str, Any]) -> None:
     """The task gives what the model ``reads`` (``task.input_kind`` against ``model_reads``),
     else name the models that read the task and the tasks that give what the model reads."""
     if task.input_kind == reads:
         return
-    models = [
-        name
-        for name, cls in option_classes("model").items()
-        if model_reads(cls) == task.input_kind and getattr(cls, "trains", True)  # not a pretrained checkpoint
-    ]
+    classes = option_classes("model")
+    models = [name for name in trainable_models() if model_reads(classes[name]) == task.input_kind]
     tasks = [name for name, cls in option_classes("task").items() if getattr(cls, "input_kind", None) == reads]
     raise ConfigError(
         f"task '{choices['task']}' does not fit model '{choices['model']}'; use --model {', '.join(models)} "

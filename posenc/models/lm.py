@@ -60,6 +60,9 @@ class CausalLM(nn.Module):
     Shapes: b batch, s sequence length, d width, V vocabulary.
     """
 
+    takes_patches = False  # it reads tokens (posenc.engine.build matches tasks and schemes to it)
+    trains = True  # an option posenc trains (a pretrained checkpoint is only scored)
+
     def __init__(
         self,
         pe: PositionScheme,

@@ -41,6 +41,7 @@ class ViT(nn.Module):
     """Classifier over ``num_classes``; ``pool`` is ``cls`` (a prefix token) or ``mean`` (patches)."""
 
     takes_patches = True  # read by posenc.engine.build to reject 1D-only schemes with a hint
+    trains = True
 
     def __init__(
         self,

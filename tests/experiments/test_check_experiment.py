@@ -93,3 +93,8 @@ def test_a_failure_mid_run_marks_the_run_folder_failed(tmp_path, monkeypatch):
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
     assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: disk full")
+
+
+def test_with_no_models_named_a_scheme_is_built_with_the_models_posenc_trains():
+    schemes, skipped = plan(["rope"])
+    assert {s.model for s in schemes} == {"lm_tiny"} and not [s for s in skipped if "pretrained" in str(s)]

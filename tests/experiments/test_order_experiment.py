@@ -182,3 +182,12 @@ def test_a_failure_mid_run_marks_the_run_folder_failed(tmp_path, monkeypatch):
     (folder,) = (tmp_path / "runs").iterdir()
     summary = json.loads((folder / "summary.json").read_text())
     assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: out of memory")
+
+
+def test_with_no_models_named_every_model_posenc_trains_is_tried_and_no_checkpoint():
+    from posenc.engine.build import trainable_models
+
+    assert "pretrained" in list_options("model") and "pretrained" not in trainable_models()
+    cells, skipped = plan(None, ["nope"], None, ["train.steps=1"])
+    assert {c.model for c in cells} == set(trainable_models()) == {"lm_tiny", "vit_tiny"}
+    assert not [s for s in skipped if s["model"] == "pretrained"]
