@@ -55,7 +55,7 @@ def test_installed_package_finds_its_config_tree(installed, tmp_path):
     code = (
         "import posenc.configs as c; from posenc.engine.config import compose, list_options; "
         "print(c.__file__); print(sorted(list_options('pe'))); print(compose(['pe=learned']).pe.max_len); "
-        "import importlib; print(importlib.import_module(compose([]).protocol.rsplit('.', 1)[0]).__file__)"
+        "import importlib; print(importlib.import_module(compose([]).protocol._target_.rsplit('.', 1)[0]).__file__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

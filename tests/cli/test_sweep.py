@@ -291,7 +291,7 @@ def _cmdline(proc: Path) -> str:
             "{_target_: posenc.experiments.train.Train}; got 'posenc.experiments.train.run'",
         ),
         (
-            ["pe=glob(rope*)"],  # glob picks every option it matches; a 2D one does not fit the LM
+            ["pe=rope,rope2d_axial"],  # a comma list names its options on purpose: a misfit stops the sweep
             "error: job pe=rope2d_axial: pe 'rope2d_axial' is a 2D scheme for ViT patches; "
             "on the causal LM use pe=rope",
         ),
