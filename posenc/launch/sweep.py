@@ -88,7 +88,12 @@ PLUGIN_LAUNCHERS = {
 
 def _plugin_installed(name: str) -> bool:
     module = PLUGIN_LAUNCHERS.get(name, (None,))[0]
-    return module is None or importlib.util.find_spec(module) is not None
+    if module is None:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package (hydra_plugins) is missing too: the base install
+        return False
 
 
 def launchers() -> list[str]:

@@ -324,6 +324,18 @@ def test_a_launcher_whose_plugin_is_missing_names_the_extra(tmp_path, monkeypatc
     assert not tmp_path.joinpath("sweeps").exists()
 
 
+def test_the_basic_launcher_needs_no_plugin_package_at_all(tmp_path, monkeypatch):
+    """On the base install (no [cluster] extra) even the plugins' parent package hydra_plugins is
+    missing: importlib.util.find_spec of a dotted name then raises instead of returning None."""
+    from posenc.launch import sweep
+
+    monkeypatch.setitem(sweep.PLUGIN_LAUNCHERS, "joblib", ("no_such_parent.hydra_joblib_launcher", "cluster"))
+    assert "joblib" not in sweep.launchers() and "basic" in sweep.launchers()
+    result = CliRunner().invoke(app, ["sweep", *TINY, "--launcher", "joblib", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "needs the 'cluster' extra" in result.output
+    sweep.check_launcher("basic", [])  # no error
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
