@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 
 from posenc.analysis.permutation import permutation_test
 from posenc.core.errors import ConfigError
-from posenc.engine.build import Setup, build, takes_patches, trainable_models
+from posenc.engine.build import Setup, build, trainable_models
 from posenc.engine.config import compose, experiment_settings, list_options
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
@@ -38,7 +38,6 @@ from posenc.reporting.style import pyplot, save_figure
 from posenc.tasks.base import Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
-TRAIN_OPTION = "order"  # configs/train/order.yaml: short sequences, a few hundred steps
 
 TABLES = (
     TableSpec(
@@ -90,22 +89,16 @@ def _check_names(group: str, names: Sequence[str]) -> None:
             raise ConfigError(f"unknown {group} '{name}'; valid: {', '.join(valid)}")
 
 
-def _has_train_override(overrides: Sequence[str]) -> bool:
-    return any(o.split("=", 1)[0].lstrip("+~") == "train" for o in overrides)
-
-
 def _cells(model: str, pe: str, task: str, overrides: Sequence[str]) -> list[Cell]:
     """The built cells of one model, scheme and task: with and without the causal mask when the
     model has a ``causal`` key, else the model as configured.
 
-    A model that reads tokens trains with configs/train/order.yaml (short sequences) unless the
-    user picked a train option; one that takes image patches keeps the default training (its
-    input size is the task's resolution, not ``train.seq_len``).
+    The task brings its training recipe (task=order selects configs/train/order.yaml, short
+    sequences) unless the user picked a train option.
     """
     picked = [f"model={model}", f"pe={pe}", f"task={task}"]
-    cfg = compose([*picked, *overrides])
-    short = [] if _has_train_override(overrides) or takes_patches(cfg) else [f"train={TRAIN_OPTION}"]
-    names = [*picked, *short, *overrides]
+    names = [*picked, *overrides]
+    cfg = compose(names)
     modes = [True, False] if "causal" in cfg.model else [None]
     cells = []
     for causal in modes:
