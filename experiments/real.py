@@ -77,6 +77,7 @@ from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.results import config_hash
 from posenc.engine.training import resolve_device
 from posenc.models import pretrained
+from posenc.models.families import FAMILIES, describe_rope, family_of
 from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, scale_from_hf_config
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
@@ -276,9 +277,9 @@ def score(losses: torch.Tensor, length: int, tail: int, edges: Sequence[int]) ->
 
 
 def shipped_rope(config: Any) -> tuple[str, NoScale]:
-    """The model's own RoPE: "θ = …, rope_type …" for tables, and its posenc scale."""
-    params = rope_parameters(config)
-    return f"θ = {params['rope_theta']:g}, rope_type {params['rope_type']}", scale_from_hf_config(config)
+    """The model's own RoPE: "θ = …, rope_type …" for tables (per layer type where each has its
+    own), and the posenc scale of the layers a scaling acts on."""
+    return describe_rope(config), scale_from_hf_config(config)
 
 
 def check_stacking(name: str, scale: NoScale, shipped: NoScale) -> None:
@@ -703,6 +704,12 @@ def check_finetune(settings: RealSettings, config: Any, scales: dict[str, NoScal
     if len(scales) == 1:
         raise ConfigError(
             "real.finetune_steps fine-tunes under each scale besides the baseline none; give one, e.g. yarn"
+        )
+    if not family_of(config).native:
+        native = ", ".join(f.model_type for f in FAMILIES.values() if f.native)
+        raise ConfigError(
+            f"real.finetune_steps: a fine-tuned model is saved as a Llama checkpoint; model_type "
+            f"'{config.model_type}' is scored zero-shot only (fine-tuned: {native})"
         )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     fraction = float(rope_parameters(config).get("partial_rotary_factor", 1.0))

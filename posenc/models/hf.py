@@ -21,15 +21,38 @@ from posenc.pe.rope import RoPE
 from posenc.pe.rope_scaling import proportional_frequencies
 from posenc.pe.scaling import PI, NoScale, hf_scale_classes, scale_parameters
 
+# The layer type whose RoPE a config with one RoPE per layer type (Gemma 3) describes when no type is
+# named: the global layers, the ones that carry its shipped rescaling
+GLOBAL_LAYERS = "full_attention"
 
-def rope_parameters(config: Any) -> dict[str, Any]:
+
+def rope_layer_types(config: Any) -> tuple[str, ...]:
+    """The layer types a config gives RoPE settings of their own (Gemma 3: ``sliding_attention``
+    and ``full_attention``); () when every layer shares one RoPE."""
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
+        return tuple(params)
+    return ()
+
+
+def rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, Any]:
     """A Hugging Face config's RoPE settings in transformers 5's form (``rope_parameters``: θ,
     ``rope_type`` and the scaling's parameters), from transformers 4's ``rope_scaling`` and
-    ``rope_theta`` too; a copy, never the config's own dict."""
+    ``rope_theta`` too; a copy, never the config's own dict. A config with one RoPE per layer type
+    gives ``layer_type``'s (default ``GLOBAL_LAYERS``)."""
     params = getattr(config, "rope_parameters", None)  # transformers >= 5
     if params is None:  # transformers 4.x keeps them apart
         params = dict(getattr(config, "rope_scaling", None) or {})
         params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    types = rope_layer_types(config)
+    if types:
+        layer_type = layer_type or (GLOBAL_LAYERS if GLOBAL_LAYERS in types else types[0])
+        if layer_type not in types:
+            raise ConfigError(
+                f"layer type '{layer_type}' has no RoPE of its own in this '{config.model_type}' model; "
+                f"valid: {', '.join(types)}"
+            )
+        params = params[layer_type]
     params = dict(params)
     params.setdefault("rope_type", params.get("type", "default"))
     return params
@@ -39,10 +62,11 @@ def rope_parameters(config: Any) -> dict[str, Any]:
 PROPORTIONAL = "proportional"
 
 
-def scale_from_hf_config(config: Any) -> NoScale:
+def scale_from_hf_config(config: Any, layer_type: str | None = None) -> NoScale:
     """The posenc scale whose class declares the config's ``rope_type`` (``hf_rope_type``), its
-    parameters read by their declared names (``NoScale`` for ``default``)."""
-    params = rope_parameters(config)
+    parameters read by their declared names (``NoScale`` for ``default``); ``layer_type``: as in
+    ``rope_parameters``."""
+    params = rope_parameters(config, layer_type)
     kind, max_len = params["rope_type"], config.max_position_embeddings
     classes = hf_scale_classes()
     cls = PI if kind == PROPORTIONAL else classes.get(kind)
@@ -61,17 +85,18 @@ def scale_from_hf_config(config: Any) -> NoScale:
     return cls(factor=factor, original_length=original, **given)
 
 
-def rope_from_hf_config(config: Any) -> RoPE:
-    """The posenc RoPE a Hugging Face config describes, its rescaling installed.
+def rope_from_hf_config(config: Any, layer_type: str | None = None) -> RoPE:
+    """The posenc RoPE a Hugging Face config describes (for ``layer_type``, as in
+    ``rope_parameters``), its rescaling installed.
 
     Scales whose frequencies depend on the length (dynamic NTK, LongRoPE) are installed for
     ``max_position_embeddings``; ``from_hf_llama`` has the LM re-apply them at every forward pass
     (``CausalLM.follow_length``).
     """
-    params = rope_parameters(config)
+    params = rope_parameters(config, layer_type)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0))
-    scale = scale_from_hf_config(config)
+    scale = scale_from_hf_config(config, layer_type)
     base = float(params["rope_theta"])
     if params["rope_type"] == PROPORTIONAL:  # zero frequencies past the fraction, over the whole head
         rope = RoPE(head_dim=head_dim, base=base, layout="half")

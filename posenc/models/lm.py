@@ -25,10 +25,13 @@ from posenc.tasks.base import IGNORE_INDEX
 BIAS_BLOCK_ELEMENTS = 1 << 22
 
 
-def chunked_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+def chunked_cross_entropy(
+    x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int, softcap: float | None = None
+) -> torch.Tensor:
     """(b, s, d) final hidden states, (V, d) head, (b, s) targets -> (b, s) float32 losses.
 
     Logits exist for ``chunk`` positions at a time only; ``IGNORE_INDEX`` targets score 0.
+    ``softcap``: logits c·tanh(logits / c) first (Gemma 2's final soft-capping).
     """
     if chunk < 1:
         raise ConfigError(f"chunk must be >= 1, got {chunk}")
@@ -42,11 +45,15 @@ def chunked_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.
         h, t = x[:, i : i + chunk], targets[:, i : i + chunk]  # (b, c, d), (b, c)
         if buffer is not None:
             logp = torch.matmul(h, weight.T, out=buffer[: t.numel() * weight.shape[0]].view(*t.shape, -1))
+            if softcap:
+                logp.div_(softcap).tanh_().mul_(softcap)
             torch.log_softmax(logp, -1, out=logp)  # in place, row by row
             picked = logp.gather(-1, t.clamp(min=0)[..., None])[..., 0]  # (b, c) log p of each target
             out[:, i : i + chunk] = picked.neg_().masked_fill_(t == IGNORE_INDEX, 0)
             continue
         logits = (h @ weight.T).float()  # (b, c, V)
+        if softcap:
+            logits = torch.tanh(logits / softcap) * softcap
         # rows of (b·c, V): a transposed (b, V, c) input costs log_softmax a (b, c, V) copy more
         out[:, i : i + chunk] = F.cross_entropy(
             logits.flatten(0, 1), t.flatten(), ignore_index=IGNORE_INDEX, reduction="none"

@@ -1,10 +1,10 @@
 """Real pretrained models: a Hugging Face folder, a GGUF file or a hub id, as a posenc ``CausalLM``.
 
-Only the Llama family loads (``model_type`` llama or mistral without a sliding window): its
-weights go through ``from_hf_llama``, whose logits match transformers to 1e-5. The model's own
-RoPE settings come with it (θ, partial rotary, a shipped ``rope_scaling``), and its original
-context (``original_max_position_embeddings``, else ``max_position_embeddings``) is what a
-rescaling is measured against.
+Every RoPE family of ``posenc.models.families`` loads (Llama into posenc's own ``CausalLM``, the
+others as transformers' modules with posenc's RoPE injected), with logits equal to transformers'.
+The model's own RoPE settings come with it (θ, per layer type where it has several, partial rotary,
+a shipped ``rope_scaling``), and its original context (``original_max_position_embeddings``, else
+``max_position_embeddings``) is what a rescaling is measured against.
 
 Every check that can fail on user input (missing extra, path, tokenizer, architecture, hub id
 while offline) runs in ``resolve_source`` and ``read_config``, before any weight is read.
@@ -27,10 +27,9 @@ from typing import Any
 import torch
 
 from posenc.core.errors import UserError
-from posenc.models.hf import from_hf_llama, rope_parameters
-from posenc.models.lm import CausalLM
+from posenc.models.families import family_of, supported
+from posenc.models.hf import rope_parameters
 
-SUPPORTED_TYPES = ("llama", "mistral")  # SmolLM ships as llama
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 EXTRA = "pip install 'posenc[hf]'"
@@ -122,17 +121,11 @@ def read_config(source: Source) -> Any:
         config = AutoConfig.from_pretrained(source.path, **source.kwargs())
     except Exception as e:
         raise UserError(f"--model '{source.path}': cannot read its config ({str(e).splitlines()[0]})") from None
-    kind = getattr(config, "model_type", None)
-    if kind not in SUPPORTED_TYPES:
-        raise UserError(
-            f"--model '{source.name}' is a '{kind}' model; supported: Llama family "
-            f"(model_type {', '.join(SUPPORTED_TYPES)}; SmolLM is llama)"
-        )
-    if getattr(config, "sliding_window", None):
-        raise UserError(
-            f"--model '{source.name}' uses a sliding window of {config.sliding_window} tokens; "
-            "supported: full attention (Llama, Mistral without sliding_window)"
-        )
+    try:
+        family_of(config)
+    except UserError:
+        kind = getattr(config, "model_type", None)
+        raise UserError(f"--model '{source.name}' is a '{kind}' model; supported: {supported()}") from None
     return config
 
 
@@ -151,9 +144,10 @@ def check_dtype(name: str) -> torch.dtype:
 
 @dataclass
 class Pretrained:
-    """A loaded real model: the posenc LM, its tokenizer, its HF config and where it came from."""
+    """A loaded real model: the posenc LM (a ``CausalLM`` or an ``InjectedLM``), its tokenizer, its
+    HF config and where it came from."""
 
-    lm: CausalLM
+    lm: torch.nn.Module
     tokenizer: Any
     config: Any
     source: Source
@@ -199,7 +193,7 @@ def load_pretrained(
     with quiet_loading(gguf=source.gguf_file is not None):
         tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
         hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
-    lm = from_hf_llama(hf.eval())
+    lm = family_of(config).convert(hf.eval())
     del hf
     return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)
 
@@ -235,7 +229,8 @@ def finetune_peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.flo
 
 def _n_params(config: Any) -> int:
     d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
-    heads, kv = config.num_attention_heads, config.num_key_value_heads
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads  # GPT-NeoX has no grouped heads
     hd = getattr(config, "head_dim", None) or d // heads
     per_layer = d * (heads * hd + 2 * kv * hd) + heads * hd * d + 3 * d * mlp
     return v * d * (1 if config.tie_word_embeddings else 2) + config.num_hidden_layers * per_layer

@@ -109,7 +109,7 @@ def test_passkey_table_and_heatmap(cli, real_models, tmp_path):
     [
         (["--model", "HuggingFaceTB/SmolLM2-135M"], "hub is offline"),
         (["--model", "REPLACE/bare"], "has no tokenizer"),
-        (["--model", "REPLACE/gpt2"], "supported: Llama family"),
+        (["--model", "REPLACE/gpt2"], "supported: llama (Llama"),
         (["--model", "REPLACE/tied", "--lengths", "100000000000"], "needs about"),
         (["--model", "REPLACE/tied", "--lengths", "64", "--windows", "100000"], "the text has"),
         (["--model", "REPLACE/tied", "--scale", "clamp"], "scale 'clamp' (real.scales) does not rescale"),

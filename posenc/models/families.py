@@ -1,0 +1,212 @@
+"""Every RoPE family transformers runs, as a language model posenc scores.
+
+Llama (and SmolLM/SmolLM2, which ship as llama) maps into posenc's own ``CausalLM``
+(``from_hf_llama``). Every other family runs transformers' own decoder modules, its norms,
+biases, q/k norms, sliding windows, soft-capping, fused projections and residual layout exactly as
+transformers runs them, with one part replaced: the rotary-embedding module, whose cos and sin now
+come from posenc RoPE schemes (``InjectedRotary``), one per layer type where the config gives each
+type its own (Gemma 3's local θ = 10⁴ and global θ = 10⁶). A scaling acts on one of them, the
+family's ``scaled_layer_type`` unless another is asked for, so posenc's scales, positions and
+length-following rescalings (dynamic NTK, LongRoPE's switch at the original context) apply to every
+family in one place. The head and the loss are posenc's: full-vocabulary logits exist for
+``chunk`` positions at a time only (``chunked_cross_entropy``), soft-capped as the family does.
+
+Each family's logits and token losses equal transformers' under every scaling it takes (float32,
+tests/models/test_families.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from posenc.core.errors import ConfigError
+from posenc.models.hf import GLOBAL_LAYERS, from_hf_llama, rope_from_hf_config, rope_layer_types, scale_from_hf_config
+from posenc.models.lm import chunked_cross_entropy
+from posenc.pe.base import default_positions, float32
+from posenc.pe.rope import RoPE
+from posenc.pe.scaling import NoScale
+
+
+@dataclass(frozen=True)
+class Family:
+    """What posenc knows of one Hugging Face ``model_type``.
+
+    ``label``: how the family reads in the supported list. ``native``: mapped into posenc's own
+    ``CausalLM`` (else transformers' modules with posenc's RoPE injected). ``scaled_layer_type``:
+    where the config gives each layer type its own RoPE, the type a rescaling acts on by default
+    (the one the family itself scales).
+    """
+
+    model_type: str
+    label: str
+    native: bool = False
+    scaled_layer_type: str | None = None
+
+    def convert(self, model: Any, scaled_layer_type: str | None = None) -> nn.Module:
+        """The posenc model holding ``model``'s weights (its own tensors, not copies)."""
+        if self.native:
+            if scaled_layer_type is not None:
+                raise ConfigError(f"'{self.model_type}' has one RoPE for every layer; no layer type to scale")
+            return from_hf_llama(model)
+        return InjectedLM(model, scaled_layer_type or self.scaled_layer_type)
+
+
+FAMILIES: dict[str, Family] = {
+    f.model_type: f
+    for f in (
+        Family("llama", "Llama (SmolLM, SmolLM2)", native=True),
+        Family("mistral", "Mistral (sliding window)"),
+        Family("qwen2", "Qwen2/2.5 (q/k/v biases)"),
+        Family("qwen3", "Qwen3 (q/k RMSNorm)"),
+        Family("phi3", "Phi-3 (fused projections, LongRoPE)"),
+        Family("gemma2", "Gemma 2 (sliding/global, soft-capping)"),
+        Family("gemma3_text", "Gemma 3 (local and global RoPE)", scaled_layer_type="full_attention"),
+        Family("olmo2", "OLMo 2"),
+        Family("gpt_neox", "GPT-NeoX, Pythia (partial rotary)"),
+        Family("smollm3", "SmolLM3 (layers without RoPE)"),
+    )
+}
+
+
+def supported() -> str:
+    """The supported families for an error line: "llama (Llama …), mistral (…), …"."""
+    return ", ".join(f"{f.model_type} ({f.label})" for f in FAMILIES.values())
+
+
+def family_of(config: Any) -> Family:
+    """The family of a Hugging Face config; ConfigError naming its model type and the supported ones."""
+    kind = getattr(config, "model_type", None)
+    if kind not in FAMILIES:
+        raise ConfigError(f"model_type '{kind}' is not supported; supported: {supported()}")
+    return FAMILIES[kind]
+
+
+def describe_rope(config: Any) -> str:
+    """The model's own RoPE for a table title: "θ = …, rope_type …", per layer type where each has its own."""
+    from posenc.models.hf import rope_parameters
+
+    def one(params: dict[str, Any]) -> str:
+        return f"θ = {params['rope_theta']:g}, rope_type {params['rope_type']}"
+
+    types = rope_layer_types(config)
+    if not types:
+        return one(rope_parameters(config))
+    return "; ".join(f"{t}: {one(rope_parameters(config, t))}" for t in types)
+
+
+class InjectedRotary(nn.Module):
+    """Stands in for a transformers model's ``rotary_emb``: cos and sin of posenc RoPE schemes.
+
+    ``forward(x, position_ids, layer_type=None)`` has the signature transformers calls (Gemma 3
+    passes the layer type) and returns its layout: (b, s, r) cos and sin, each r/2 angles written
+    twice (``rotate_half``'s pairs i and i + r/2), times the scheme's attention scaling, computed in
+    float32 and cast to ``x``'s dtype, as transformers does.
+    """
+
+    def __init__(self, ropes: dict[str, RoPE], default: str) -> None:
+        super().__init__()
+        self.ropes = nn.ModuleDict(ropes)
+        self.default = default
+
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rope = self.ropes[layer_type or self.default]
+        with float32(x.device):
+            cos, sin = rope.rotation(position_ids, torch.float32)  # (b, s, r/2)
+        return torch.cat((cos, cos), -1).to(x.dtype), torch.cat((sin, sin), -1).to(x.dtype)  # (b, s, r)
+
+
+class InjectedLM(nn.Module):
+    """A transformers causal LM run with posenc's RoPE (``InjectedRotary``) and posenc's head.
+
+    It answers what experiments ask of a posenc ``CausalLM``: ``pe`` (the scheme a scaling acts on),
+    ``follow_length``, ``embed``, ``output_weight`` and ``forward(idx, positions, targets, chunk,
+    last)``. Shapes: b batch, s sequence length, d width, V vocabulary.
+    """
+
+    takes_patches = False
+    trains = False
+
+    def __init__(self, model: Any, scaled_layer_type: str | None = None) -> None:
+        super().__init__()
+        config = model.config
+        types = rope_layer_types(config)
+        if not types:
+            if scaled_layer_type is not None:
+                raise ConfigError(
+                    f"'{config.model_type}' has one RoPE for every layer; no layer type '{scaled_layer_type}' to scale"
+                )
+            keys: tuple[str | None, ...] = (None,)
+        else:
+            keys = types
+            scaled_layer_type = scaled_layer_type or (GLOBAL_LAYERS if GLOBAL_LAYERS in types else types[0])
+            if scaled_layer_type not in types:
+                raise ConfigError(
+                    f"'{config.model_type}' has no layer type '{scaled_layer_type}' to scale; valid: {', '.join(types)}"
+                )
+        ropes = {key or "all": rope_from_hf_config(config, key) for key in keys}
+        self.scaled_layer_type = scaled_layer_type
+        self.model = model
+        base = model.base_model
+        if not hasattr(base, "rotary_emb"):
+            raise ConfigError(f"'{config.model_type}': transformers' model has no rotary_emb to replace")
+        base.rotary_emb = InjectedRotary(ropes, scaled_layer_type or "all")
+        self.softcap: float | None = getattr(config, "final_logit_softcapping", None)
+        shipped = scale_from_hf_config(config, scaled_layer_type)
+        self.length_scale: NoScale | None = shipped if shipped.length_dependent else None
+
+    @property
+    def ropes(self) -> nn.ModuleDict:
+        """Every layer type's RoPE (key ``all`` when the layers share one)."""
+        return self.model.base_model.rotary_emb.ropes
+
+    @property
+    def pe(self) -> RoPE:
+        """The RoPE a scaling acts on: the ``scaled_layer_type``'s, or the one every layer shares."""
+        return self.ropes[self.scaled_layer_type or "all"]
+
+    @property
+    def embed(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    @property
+    def output_weight(self) -> torch.Tensor:
+        """(V, d): the head's weight (the embedding's when tied)."""
+        return self.model.get_output_embeddings().weight
+
+    def follow_length(self, scale: NoScale | None) -> None:
+        """As ``CausalLM.follow_length``: ``scale`` re-applied to ``pe`` for each forward's length."""
+        self.length_scale = scale
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        targets: torch.Tensor | None = None,
+        chunk: int = 1024,
+        last: int | None = None,
+    ) -> torch.Tensor:
+        """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits; with (b, s)
+        ``targets`` their (b, s) float32 losses, the head run ``chunk`` positions at a time;
+        ``last``: the logits of the last ``last`` positions only. As ``CausalLM.forward``."""
+        b, s = idx.shape
+        if positions is None:
+            positions = default_positions(s, idx.device)
+        if self.length_scale is not None:  # frequencies that follow the length (dynamic NTK, LongRoPE)
+            self.length_scale.apply(self.pe, int(positions.max()) + 1)
+        positions = positions.expand(b, s) if positions.dim() == 1 else positions  # (b, s)
+        x = self.model.base_model(input_ids=idx, position_ids=positions, use_cache=False).last_hidden_state  # (b, s, d)
+        if targets is not None:
+            return chunked_cross_entropy(x, self.output_weight, targets, chunk, self.softcap)
+        if last is not None:
+            x = x[:, -last:]
+        logits = x @ self.output_weight.T  # (b, s, V)
+        return logits if not self.softcap else torch.tanh(logits / self.softcap) * self.softcap
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
