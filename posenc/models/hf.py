@@ -208,6 +208,10 @@ def save_hf_llama(lm: CausalLM, config: Any, tokenizer: Any, folder: Path) -> Pa
     tokenizer files. Written beside ``folder``, then renamed into place."""
     from safetensors.torch import save_file
 
+    if lm.pe.nope_layers:
+        raise ConfigError(
+            f"a Llama checkpoint rotates every layer; this model has none in layers {list(lm.pe.nope_layers)}"
+        )
     folder = Path(folder)
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

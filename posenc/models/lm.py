@@ -108,6 +108,11 @@ class CausalLM(nn.Module):
                 f"pe '{type(pe).__name__}' is a 2D scheme for image patches; the causal LM takes "
                 f"a 1D scheme" + (f", e.g. pe={pe.counterpart}" if pe.counterpart else " (posenc list pe)")
             )
+        if pe.nope_layers and max(pe.nope_layers) >= n_layers:
+            raise ConfigError(
+                f"pe.nope_layers={list(pe.nope_layers)} names layers past the model's {n_layers} "
+                f"(valid: 0..{n_layers - 1})"
+            )
         self.pe = pe
         self.vocab_size, self.d_model, self.n_heads, self.head_dim = vocab_size, d_model, n_heads, head_dim
         mlp_hidden = mlp_hidden or 32 * math.ceil(8 * d_model / 3 / 32)
@@ -213,8 +218,9 @@ class CausalLM(nn.Module):
             # the attention's query chunk is its own: ``chunk`` stays the head's (once overwritten here,
             # the head ran over the whole window, full-vocabulary logits for 16k tokens: 9 GB at 12k)
             bias, queries = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
-        for block in self.blocks:
-            x = block(x, pe, rotation, bias, self.causal, positions, queries, self.attention_backend)
+        for i, block in enumerate(self.blocks):
+            rotated = None if i in pe.nope_layers else rotation  # a layer without RoPE (pe.nope_layers)
+            x = block(x, pe, rotated, bias, self.causal, positions, queries, self.attention_backend)
         x = self.norm(x)
         if targets is not None:
             return chunked_cross_entropy(x, self.output_weight, targets, chunk)

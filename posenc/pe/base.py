@@ -60,6 +60,7 @@ class PositionScheme(nn.Module):
     grid_methods: ClassVar[tuple[str, ...]] = ("none",)  # how it serves another patch grid (pe.grid)
     has_key_bias: ClassVar[bool] = False  # ``key_bias`` gives the per-key form of ``bias`` (ALiBi)
     max_positions: int | None = None
+    nope_layers: tuple[int, ...] = ()  # layers a rotary scheme leaves unrotated (iRoPE; ``RoPE``)
     randomized: bool = False
     randomized_max: int | None = None
 

@@ -18,6 +18,7 @@ scheme that rotates Q and K by m·θ_i: RoPE here, xPos (``posenc.pe.xpos``) too
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import torch
@@ -104,7 +105,10 @@ class RoPE(PositionScheme):
         rotary_fraction: float = 1.0,
         randomized: bool = False,
         randomized_max: int = 2048,
+        nope_layers: Sequence[int] = (),
     ) -> None:
+        """``nope_layers``: indices of the model's layers whose attention gets no rotation (RoPE in
+        some layers only, as Llama 4's iRoPE and SmolLM3 leave every fourth layer without it)."""
         super().__init__()
         if not 0.0 < rotary_fraction <= 1.0:
             raise ConfigError(f"pe.rotary_fraction must be in (0, 1], got {rotary_fraction}")
@@ -117,6 +121,9 @@ class RoPE(PositionScheme):
         if base <= 1.0:
             raise ConfigError(f"pe.base must be > 1, got {base}")
         self.head_dim, self.rot_dim, self.base, self.layout = head_dim, rot_dim, base, layout
+        if any(int(i) < 0 for i in nope_layers):
+            raise ConfigError(f"pe.nope_layers are layer indices >= 0, got {list(nope_layers)}")
+        self.nope_layers = tuple(sorted({int(i) for i in nope_layers}))
         self.attention_scaling = 1.0
         self.register_buffer("inv_freq", rope_inv_freq(rot_dim, base), persistent=False)
         self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
