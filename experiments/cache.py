@@ -10,21 +10,26 @@ RoPE and ``extrapolation_target``'s) trains once per suite::
     <cache>/.<hash>.<host>.<pid>[-n]/   a training in progress, never read
 
 A training runs in its own hidden folder and is published by one rename once complete, so no
-reader ever sees a half-written entry. Two jobs that want the same entry at once both train (the
-same weights, on CPU); the first to finish publishes and the other drops its folder. An entry
-counts only when its summary says completed and its weights exist. A job killed mid-training
-(SIGKILL, a node lost) leaves its hidden folder; the next job that trains the same config removes
-those of dead processes on its own host (a folder of another host may belong to a live job there).
+reader ever sees a half-written entry. Two jobs that want the same entry at once take turns on a
+lock file (``<cache>/.<hash>.lock``, an advisory ``flock``, which the kernel drops when its holder
+dies): the first trains and publishes, the second waits and loads what the first published. Jobs
+that cannot share a lock (another host on a file system without ``flock``) may both train; the
+first to finish publishes and the other drops its folder. An entry counts only when its summary
+says completed and its weights exist. A job killed mid-training (SIGKILL, a node lost) leaves its
+hidden folder; the next job that trains the same config removes those of dead processes on its own
+host (a folder of another host may belong to a live job there).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import re
 import shutil
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +79,23 @@ def complete(entry: Path) -> bool:
 
 def trained(setup: Setup, cache: Path, stage: Stage | None = None) -> Trained:
     """``setup.model`` trained, or loaded from ``cache`` when a completed training of the same
-    config is there. ``stage`` (the run context's) is called only before training, with the
-    label ``train <pe>`` and the step cap; it returns the step logger."""
+    config is there (or appears while this job waits for another job training it). ``stage``
+    (the run context's) is called only before training, with the label ``train <pe>`` and the
+    step cap; it returns the step logger."""
     key = config_hash(training_config(setup.config))
     entry = Path(cache) / key[:16]
-    if complete(entry):
-        summary = RunDir(entry).read_summary()
-        load_weights(RunDir(entry).checkpoint_dir, setup.model)
-        return Trained(setup.model, entry, True, {k: summary.get(k) for k in [*TRAINED_AT, "train_loss"]})
-    reap(Path(cache), entry.name)
-    partial = make_unique_dir(Path(cache), f".{entry.name}.{HOST}.{os.getpid()}")
+    if not complete(entry):
+        with locked(Path(cache) / f".{entry.name}.lock"):
+            if not complete(entry):  # nobody published it while this job waited
+                return _train(setup, Path(cache), entry, key, stage)
+    summary = RunDir(entry).read_summary()
+    load_weights(RunDir(entry).checkpoint_dir, setup.model)
+    return Trained(setup.model, entry, True, {k: summary.get(k) for k in [*TRAINED_AT, "train_loss"]})
+
+
+def _train(setup: Setup, cache: Path, entry: Path, key: str, stage: Stage | None) -> Trained:
+    reap(cache, entry.name)
+    partial = make_unique_dir(cache, f".{entry.name}.{HOST}.{os.getpid()}")
     run = RunDir(partial)
     atomic_write_text(partial / "config.yaml", yaml.safe_dump(training_config(setup.config), sort_keys=False))
     run.write_summary({"status": "running", "config_hash": key})
@@ -97,6 +109,28 @@ def trained(setup: Setup, cache: Path, stage: Stage | None = None) -> Trained:
     run.update_summary(status="completed", seconds=result.seconds, **record)
     publish(partial, entry)
     return Trained(setup.model, entry, False, record)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing, removed on release). A job
+    that waited on a file its holder has since removed locks the new one instead, so two jobs
+    never hold the lock of one name at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another job holds it
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the holder removed this file on release: lock the current one
+    try:
+        yield
+    finally:
+        os.unlink(path)
+        os.close(fd)
 
 
 HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())  # no dots: the folder name splits on them

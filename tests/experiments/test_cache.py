@@ -97,14 +97,15 @@ def test_a_training_in_progress_is_invisible_and_a_failed_one_leaves_nothing(tmp
     seen = []
 
     def failing_fit(setup, run, on_log):
-        seen.append(sorted(p.name for p in tmp_path.iterdir()))  # while it trains: only the hidden folder
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
         raise RuntimeError("killed")
 
     monkeypatch.setattr(cache, "fit", failing_fit)
     with pytest.raises(RuntimeError, match="killed"):
         trained(setup, tmp_path)
     key = config_hash(training_config(setup.config))[:16]
-    assert seen == [[f".{key}.{HOST}.{os.getpid()}"]] and entries(tmp_path) == []
+    # while it trains: its hidden folder and the lock of its entry, removed when it ends
+    assert seen == [sorted([f".{key}.{HOST}.{os.getpid()}", f".{key}.lock"])] and entries(tmp_path) == []
 
 
 def test_publish_keeps_the_first_of_two_completed_trainings(tmp_path):
