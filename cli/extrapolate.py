@@ -131,7 +131,7 @@ def extrapolate(
         with EventBar(quiet) as bar:
             result = run_cells(
                 cfgs,
-                RunContext(root, on_event=bar, overrides=base),
+                RunContext(root, on_event=bar, overrides=base, config=cfgs[0]),
                 lengths=_lengths(lengths),
                 finetune_steps=finetune_steps,
             )

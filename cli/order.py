@@ -64,7 +64,8 @@ def order(
         given = overrides_from({"train.steps": steps, "seed": seed}, overrides)
         cells, skipped = plan(names(model, "--model"), names(pe, "--pe"), names(task, "--task"), given)
         with EventBar(quiet) as bar:
-            ctx = RunContext(root, on_event=bar, overrides=given, device_name=cells[0].setup.train.device)
+            device, config = cells[0].setup.train.device, cells[0].setup.config
+            ctx = RunContext(root, on_event=bar, overrides=given, device_name=device, config=config)
             result = run(cells, skipped, ctx, permutations=permutations)
     table = result.table
     show = table.drop(columns=[c for c in ("task", "seed", "train_seconds") if c in table])

@@ -147,7 +147,7 @@ def run_real(
     protocol.check(cfg)
     root = results_root(results_dir)
     with EventBar(quiet) as bar:
-        result = protocol.run(cfg, RunContext(root, on_event=bar, overrides=composed))
+        result = protocol.run(cfg, RunContext(root, on_event=bar, overrides=composed, config=cfg))
     print_result(result)
 
 

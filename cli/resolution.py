@@ -86,7 +86,7 @@ def resolution(
         given = overrides_from(options, overrides)
         cfgs = [compose(["experiment=resolution", f"pe={name}", *given]) for name in names]
         with EventBar(quiet) as bar:
-            ctx = RunContext(root, on_event=bar, overrides=given, device_name=str(cfgs[0].train.device))
+            ctx = RunContext(root, on_event=bar, overrides=given, device_name=str(cfgs[0].train.device), config=cfgs[0])
             result = run(cfgs, ctx)
     table = result.table.drop(columns=["seed"])
     console.print(table.to_markdown(index=False, floatfmt=".3f"), highlight=False, soft_wrap=True)

@@ -60,7 +60,7 @@ def train(
         else:
             cfg = compose(given)
         with EventBar(quiet) as bar:
-            result = Train().run(cfg, RunContext(root, resume=resume, on_event=bar, overrides=given))
+            result = Train().run(cfg, RunContext(root, resume=resume, on_event=bar, overrides=given, config=cfg))
     label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
     print_record(label, result.table.iloc[0].to_dict())
     console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

@@ -235,7 +235,7 @@ def run(cells: list[Cell], skipped: list[dict[str, str]], ctx: RunContext, *, pe
             advance = ctx.stage(f"order {cell.label}", setup.train.steps)
 
             def log(record: dict[str, Any], head: dict[str, str] = head, advance: Any = advance) -> None:
-                ctx.log(run_dir, {**head, **record})
+                run_dir.log({**head, **record})  # the stage (advance) sends the record to the sinks
                 advance(record)
 
             result = train_cell(cell, device, log)

@@ -33,7 +33,7 @@ from posenc.core.errors import ConfigError
 
 CONFIG_MODULE = "posenc.configs"
 CONFIG_DIR_ENV = "POSENC_CONFIG_DIR"
-GROUPS = ("model", "pe", "task", "train", "eval", "scale", "experiment")
+GROUPS = ("model", "pe", "task", "train", "eval", "scale", "logger", "experiment")
 _RESERVED = ("_target_", "description")
 
 
@@ -173,7 +173,11 @@ def _check_choices(overrides: Sequence[str]) -> None:
             valid = list_options(group)
             if o.value_type in (ValueType.GLOB_CHOICE_SWEEP, ValueType.INTERVAL_SWEEP):
                 continue  # a glob is a sweep's (posenc.launch.overrides); Hydra refuses it in one run
-            for value in o.sweep_string_iterator() if o.is_sweep_override() else [o.value()]:
+            if o.is_sweep_override():
+                values = list(o.sweep_string_iterator())
+            else:  # a list picks several options at once (logger=[csv,tensorboard])
+                values = o.value() if isinstance(o.value(), list) else [o.value()]
+            for value in values:
                 if value is not None and str(value) not in valid:
                     raise ConfigError(f"unknown {group} '{value}'; valid: {', '.join(valid)}")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -129,19 +130,19 @@ def error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str | None:
+    """The output of a git command in posenc's own checkout (None: no git, or not a checkout)."""
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
-        )
+        out = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
 
 
-def provenance(overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """Where a run came from: the commit, the versions, the command line, the overrides, the machine."""
+def provenance(overrides: Sequence[str] = (), name: str | None = None, tags: Sequence[str] = ()) -> dict[str, Any]:
+    """Where a run came from: the commit (and whether the tree had changes not committed), the
+    versions, the command line, the overrides, the machine, and the run's ``name`` and ``tags``."""
     from importlib.metadata import PackageNotFoundError, version
 
     def installed(name: str) -> str | None:
@@ -150,20 +151,28 @@ def provenance(overrides: Sequence[str] = ()) -> dict[str, Any]:
         except PackageNotFoundError:
             return None
 
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     return {
-        "commit": _git_commit(),
+        "name": name,
+        "tags": list(tags),
+        "commit": commit.strip() or None if commit else None,
+        "dirty": bool(status.strip()) if status is not None else None,
         "versions": {
             "python": platform.python_version(),
             **{n: installed(n) for n in ("posenc", "torch", "hydra-core", "transformers")},
         },
         "argv": list(sys.argv),
+        "cwd": os.getcwd(),
         "overrides": list(overrides),
         "hardware": {
             "machine": platform.machine(),
             "system": platform.system(),
+            "processor": platform.processor() or None,
             "cpus": os.cpu_count(),
             "threads": torch.get_num_threads(),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "cuda_version": torch.version.cuda,
         },
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -175,7 +184,9 @@ class RunContext:
 
     ``resume``: the run folder to continue (a requeued sweep job, ``posenc train --resume``);
     ``cache``: the folder runs share (a sweep job's is its sweep's results root's, not its own
-    folder's); ``on_event``: where progress goes; ``sinks``: where records also go.
+    folder's); ``on_event``: where progress goes; ``sinks``: where records also go; ``config``:
+    the composed config, whose ``logger`` node adds its loggers to the sinks (a missing package is
+    a ``ConfigError`` here, before any work) and whose ``name`` and ``tags`` go to the provenance.
     """
 
     root: Path
@@ -185,7 +196,16 @@ class RunContext:
     overrides: Sequence[str] = ()
     device_name: str = "auto"
     cache: Path | None = None
+    config: Mapping[str, Any] | None = None
     _runs: list[RunDir] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        from posenc.engine.loggers import sinks_from
+
+        self.sinks = [*self.sinks, *sinks_from(self.config)] if self.config is not None else list(self.sinks)
+        self.name = self.config.get("name") if self.config is not None else None
+        tags = self.config.get("tags") if self.config is not None else None
+        self.tags = [str(t) for t in tags] if tags else []
 
     @property
     def device(self) -> torch.device:
@@ -209,10 +229,13 @@ class RunContext:
             self.on_event(Event(kind, label, total, done, fields))
 
     def stage(self, label: str, total: int) -> Callable[[dict[str, Any]], None]:
-        """Start a stage of ``total`` steps; the returned callback takes the training loop's records."""
+        """Start a stage of ``total`` steps; the returned callback takes the training loop's records
+        (each also goes to every sink, with the stage's label as ``stage``)."""
         self.emit("stage", label, total=total)
 
         def on_log(record: dict[str, Any]) -> None:
+            for sink in self.sinks:
+                sink.log({"stage": label, **record})
             keep = {k: record[k] for k in ("train_loss", "tokens_per_s") if k in record}
             self.emit("advance", label, done=record.get("step"), **keep)
 
@@ -229,14 +252,20 @@ class RunContext:
 
         With ``key`` (the settings that fix a run's cells), the folder is named by the key's hash
         and reopened when it exists, so a rerun skips the cells it finished (``RunDir.keyed``).
+        A config ``name`` leads the folder's name; the provenance goes to ``provenance.json`` and
+        into the summary.
         """
+        if self.name:
+            name = re.sub(r"[^\w.-]+", "_", str(self.name)) + f"-{name}"
         if self.resume is not None:
             run = RunDir.reopen(self.resume, config)
         elif key is not None:
             run = RunDir.keyed(self.root, name, config, key)
         else:
             run = RunDir.create(self.root, name, config)
-        write_json(run.path / PROVENANCE_FILE, provenance(self.overrides))
+        origin = provenance(self.overrides, self.name, self.tags)
+        write_json(run.path / PROVENANCE_FILE, origin)
+        run.update_summary(provenance=origin)
         for sink in self.sinks:
             sink.open(run, config)
         self._runs.append(run)
@@ -256,7 +285,7 @@ class RunContext:
         except BaseException as e:
             self._close(run, "failed", error=error_line(e))
             raise
-        self._close(run, "completed", run_dir=str(run.path))
+        self._close(run, "completed", run_dir=str(run.path.resolve()))
 
     def _close(self, run: RunDir, status: str, **fields: Any) -> None:
         run.update_summary(status=status, **fields)

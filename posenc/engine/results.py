@@ -1,7 +1,9 @@
 """Run directories: where runs go, their config hash, and their state.
 
-Files are written atomically (``posenc.core.io``). A run's ``summary.json`` says ``running`` until the
-run ends as ``completed`` or ``failed``, so a crashed run is a marked, readable partial.
+Files are written atomically (``posenc.core.io``), except the logs (``metrics.jsonl``), which grow by
+one appended line a record: a crash can tear only the last line, which readers skip. A run's
+``summary.json`` says ``running`` until the run ends as ``completed`` or ``failed``, so a crashed run
+is a marked, readable partial.
 """
 
 from __future__ import annotations
@@ -58,6 +60,39 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k, KeyError) != fb.get(k, KeyError))
 
 
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to ``path`` in one write (O(1) a record, unlike rewriting the file).
+
+    A line torn by a crash (no newline at the end of the file) is cut off first, so the new line
+    starts on a line of its own; the file is not synced, so a crash loses at most its last lines.
+    """
+    line = (json.dumps(record) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            tail = os.pread(fd, min(size, 1 << 20), max(size - (1 << 20), 0))  # a record is far shorter
+            os.ftruncate(fd, size - len(tail) + tail.rfind(b"\n") + 1)  # rfind -1: the whole tail goes
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    records = []
+    for i, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:  # only the last line can be torn; an earlier bad line is damage
+                raise
+    return records
+
+
 def make_unique_dir(parent: Path, stem: str) -> Path:
     """A new folder ``parent/stem`` (or ``stem-1``, ``stem-2``, …) that no other process got."""
     parent = Path(parent)
@@ -77,7 +112,6 @@ class RunDir:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.records: list[dict[str, Any]] = []
 
     @classmethod
     def create(cls, root: Path, name: str, config: dict[str, Any]) -> RunDir:
@@ -131,18 +165,17 @@ class RunDir:
         return self.path / "checkpoint"
 
     def log(self, record: dict[str, Any]) -> None:
-        """Append a record to ``metrics.jsonl`` (the file is rewritten atomically)."""
-        self.records.append(record)
-        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.records))
+        """Append a record to ``metrics.jsonl`` (one line)."""
+        append_jsonl(self.path / "metrics.jsonl", record)
 
     def read_records(self) -> list[dict[str, Any]]:
-        path = self.path / "metrics.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        """The records of ``metrics.jsonl`` (a torn last line skipped)."""
+        return read_jsonl(self.path / "metrics.jsonl")
 
     def rewind(self, step: int) -> None:
-        """Keep only the records of steps up to ``step`` (in memory and in ``metrics.jsonl``)."""
-        self.records = [r for r in self.read_records() if r["step"] <= step]
-        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in self.records))
+        """Keep only the records of steps up to ``step`` (``metrics.jsonl`` rewritten atomically, once)."""
+        kept = [r for r in self.read_records() if r["step"] <= step]
+        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
 
     def read_config(self) -> dict[str, Any]:
         return yaml.safe_load((self.path / "config.yaml").read_text())

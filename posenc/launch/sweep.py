@@ -179,9 +179,11 @@ def protocol_of(cfg: DictConfig) -> Experiment:
 
 def _check_job(job: Sequence[str]) -> None:
     from posenc.engine.config import compose
+    from posenc.engine.loggers import sinks_from
 
     cfg = compose(job)
     protocol_of(cfg).check(cfg)
+    sinks_from(cfg)  # a logger whose package is missing stops the sweep before any job
 
 
 def _where(job: Sequence[str], swept: Sequence[int]) -> str:
@@ -388,7 +390,9 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         device = str(cfg.train.get("device", "auto")) if "train" in cfg else "auto"
         # the jobs of every sweep into one results root share its cache (trained models, scored cells)
         cache = Path(read_sweep(Path(hc.sweep.dir))["results_root"]) / "cache"
-        ctx = RunContext(root=job_dir, resume=previous, overrides=overrides, device_name=device, cache=cache)
+        ctx = RunContext(
+            root=job_dir, resume=previous, overrides=overrides, device_name=device, cache=cache, config=cfg
+        )
         result = protocol.run(cfg, ctx)
         record_job(job_dir, run_dir=str(result.run.path))
         status = {"status": "completed", "run_dir": str(result.run.path)}

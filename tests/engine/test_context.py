@@ -52,6 +52,8 @@ def test_a_run_that_ends_is_completed_with_provenance_and_its_tables(tmp_path):
     assert (run.path / "table.csv").is_file() and (run.path / "per_length.md").is_file()
     prov = json.loads((run.path / "provenance.json").read_text())
     assert prov["overrides"] == ["pe=rope"] and prov["versions"]["torch"] and prov["hardware"]["cpus"] >= 1
+    assert prov["dirty"] in (True, False) and len(prov["commit"]) == 40 and summary(run)["provenance"] == prov
+    assert summary(run)["run_dir"] == str(run.path.resolve())
     assert (
         sink.opened == [run.path.name] and sink.records == [{"step": 1, "loss": 2.5}] and sink.closed == ["completed"]
     )
@@ -143,3 +145,21 @@ def test_error_line_is_the_type_and_first_line():
 def test_the_device_is_resolved_once(tmp_path):
     ctx = RunContext(tmp_path, device_name="cpu")
     assert str(ctx.device) == "cpu" and ctx.device is ctx.device
+
+
+def test_a_config_name_leads_the_folder_and_goes_with_its_tags_to_the_provenance(tmp_path):
+    ctx = RunContext(tmp_path, config={"name": "ablation a/b", "tags": ["long", 3]})
+    with ctx.running("demo", {"a": 1}) as run:
+        pass
+    assert run.path.name.split("-")[2:4] == ["ablation_a_b", "demo"]
+    prov = json.loads((run.path / "provenance.json").read_text())
+    assert prov["name"] == "ablation a/b" and prov["tags"] == ["long", "3"]
+
+
+def test_stage_records_go_to_every_sink_with_their_stage(tmp_path):
+    sink = Recorder()
+    ctx = RunContext(tmp_path, sinks=[sink])
+    with ctx.running("demo", {"a": 1}):
+        on_log = ctx.stage("train x", total=2)
+        on_log({"step": 1, "train_loss": 3.0})
+    assert sink.records == [{"stage": "train x", "step": 1, "train_loss": 3.0}]

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from posenc.core.io import atomic_write_text, replace_folder, settle_folder, write_table
@@ -61,6 +62,7 @@ from pathlib import Path
 from posenc.core.io import write_table
 from posenc.engine.results import RunDir
 import pandas as pd
+import pytest
 root, who, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 while not go.exists():
     time.sleep(0.001)
@@ -131,3 +133,29 @@ def test_replace_folder_swaps_a_whole_folder_and_settles_a_swap_cut_between_rena
     assert [(p.name, p.read_text()) for p in sorted(target.iterdir())] == [("a", "3"), ("b", "3")]
     replace_folder(target, lambda new: (new / "a").write_text("4"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+def test_metrics_grow_by_one_line_a_record_and_a_torn_last_line_is_skipped(tmp_path):
+    run = RunDir.create(tmp_path, "x", {"a": 1})
+    path = run.path / "metrics.jsonl"
+    run.log({"step": 1, "loss": 2.0})
+    inode, first = path.stat().st_ino, path.read_bytes()
+    run.log({"step": 2, "loss": 1.5})
+    assert path.stat().st_ino == inode and path.read_bytes().startswith(first)  # appended, not rewritten
+    with path.open("ab") as f:  # a crash in the middle of a write
+        f.write(b'{"step": 3, "lo')
+    assert run.read_records() == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]
+    run.log({"step": 3, "loss": 1.0})  # the torn line is cut off, the next record starts its own line
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
+    path.write_text('{"step": 1}\n{"ste\n{"step": 3}\n')  # damage before the last line is not hidden
+    with pytest.raises(json.JSONDecodeError):
+        run.read_records()
+
+
+def test_rewind_keeps_the_records_up_to_a_step(tmp_path):
+    run = RunDir.create(tmp_path, "x", {"a": 1})
+    for step in range(1, 6):
+        run.log({"step": step})
+    run.rewind(3)
+    run.log({"step": 4, "again": True})
+    assert run.read_records() == [{"step": 1}, {"step": 2}, {"step": 3}, {"step": 4, "again": True}]
