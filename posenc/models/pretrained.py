@@ -56,7 +56,7 @@ class Source:
 
 def require_hf(gguf: bool = False) -> None:
     """A ``UserError`` naming the extra when transformers (or gguf for a .gguf file) is missing."""
-    needed = ("transformers", "tokenizers", "accelerate") + (("gguf",) if gguf else ())
+    needed = ("transformers", "tokenizers") + (("gguf",) if gguf else ())
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"--model with a real model needs {', '.join(missing)}: {EXTRA}")
