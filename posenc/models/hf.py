@@ -18,8 +18,7 @@ import torch
 from posenc.core.errors import ConfigError
 from posenc.models.lm import CausalLM
 from posenc.pe.rope import RoPE
-from posenc.pe.rope_scaling import proportional_frequencies
-from posenc.pe.scaling import PI, NoScale, hf_scale_classes, scale_parameters
+from posenc.pe.scaling import NoScale, hf_scale_classes, scale_parameters
 
 # The layer type whose RoPE a config with one RoPE per layer type (Gemma 3) describes when no type is
 # named: the global layers, the ones that carry its shipped rescaling
@@ -58,10 +57,6 @@ def rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, Any
     return params
 
 
-# Gemma's partial rotary over the whole head: a RoPE layout (rope_from_hf_config) scaled as PI
-PROPORTIONAL = "proportional"
-
-
 def scale_from_hf_config(config: Any, layer_type: str | None = None) -> NoScale:
     """The posenc scale whose class declares the config's ``rope_type`` (``hf_rope_type``), its
     parameters read by their declared names (``NoScale`` for ``default``); ``layer_type``: as in
@@ -69,9 +64,9 @@ def scale_from_hf_config(config: Any, layer_type: str | None = None) -> NoScale:
     params = rope_parameters(config, layer_type)
     kind, max_len = params["rope_type"], config.max_position_embeddings
     classes = hf_scale_classes()
-    cls = PI if kind == PROPORTIONAL else classes.get(kind)
+    cls = classes.get(kind)
     if cls is None:
-        raise ConfigError(f"rope_type '{kind}' is not supported; supported: {', '.join([*classes, PROPORTIONAL])}")
+        raise ConfigError(f"rope_type '{kind}' is not supported; supported: {', '.join(classes)}")
     names = scale_parameters(cls)
     if not names:
         return cls()
@@ -97,12 +92,9 @@ def rope_from_hf_config(config: Any, layer_type: str | None = None) -> RoPE:
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     fraction = float(params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0))
     scale = scale_from_hf_config(config, layer_type)
-    base = float(params["rope_theta"])
-    if params["rope_type"] == PROPORTIONAL:  # zero frequencies past the fraction, over the whole head
-        rope = RoPE(head_dim=head_dim, base=base, layout="half")
-        rope.set_frequencies(*proportional_frequencies(head_dim, base, fraction, scale.factor))
-        return rope
-    rope = RoPE(head_dim=head_dim, base=base, layout="half", rotary_fraction=fraction)
+    if scale.whole_head:  # p-RoPE takes the fraction itself, over the whole head
+        fraction = 1.0
+    rope = RoPE(head_dim=head_dim, base=float(params["rope_theta"]), layout="half", rotary_fraction=fraction)
     scale.check(rope)
     scale.apply(rope, config.max_position_embeddings)
     return rope

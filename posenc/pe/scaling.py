@@ -41,6 +41,7 @@ class NoScale:
     acts_on: ClassVar[str] = "every scheme"
     hf_rope_type: ClassVar[str | None] = "default"
     length_dependent: ClassVar[bool] = False
+    whole_head: ClassVar[bool] = False  # a loaded model's RoPE spans the whole head (the scale takes the fraction)
     requires: ClassVar[tuple[str, ...]] = ()  # parameters with no default: `all` skips the scale without them
 
     @classmethod
@@ -296,6 +297,32 @@ class LongRoPE(RopeScale):
             seq_len=length,
             attention_factor=self.attention_factor,
         )
+
+
+@dataclass
+class Proportional(RopeScale):
+    """p-RoPE (Barbero et al. 2024, "Round and Round We Go!", arXiv:2410.06205), Hugging Face's
+    ``proportional`` rope type: the first ``partial_rotary_factor`` of the r/2 pairs rotate at
+    θ_i = base^(-2i/r), r the whole rotary dimension, the slowest pairs not at all; every frequency
+    divided by the factor. A loaded model's RoPE spans the whole head under it (``whole_head``)."""
+
+    hf_rope_type = "proportional"
+    hf_trained_length = "max_position_embeddings"
+    whole_head: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ("partial_rotary_factor",)  # no default exists
+    partial_rotary_factor: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = self.partial_rotary_factor
+        if p is None or not 0.0 < p <= 1.0:
+            raise ConfigError(
+                f"scale proportional needs scale.partial_rotary_factor in (0, 1], the fraction of pairs that rotate; "
+                f"got {p}"
+            )
+
+    def frequencies(self, rot_dim: int, base: float, length: int) -> rope_scaling.Frequencies:
+        return rope_scaling.proportional_frequencies(rot_dim, base, self.partial_rotary_factor, self.factor_for(length))
 
 
 class _TableScale(NoScale):

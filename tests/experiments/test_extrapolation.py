@@ -38,7 +38,8 @@ def test_all_means_every_applicable_scale_and_longrope_only_with_its_lists():
             ["rope"],
             ["bogus"],
             [],
-            "unknown scale 'bogus'; valid: all, none, clamp, dynamic, interpolate, llama3, longrope, ntk, pi, yarn",
+            "unknown scale 'bogus'; valid: all, none, clamp, dynamic, interpolate, llama3, longrope, ntk, pi, "
+            "proportional, yarn",
         ),
         (["nope", "sinusoidal"], ["yarn"], [], "no requested scale applies to pe 'nope' (yarn); scales for nope: none"),
         (
@@ -81,7 +82,7 @@ def test_plan_rejects(pes, scales, extra, message):
             ["scale=clamp"],
             None,
             "scale 'clamp' does not apply to pe 'rope': it rescales learned position tables "
-            "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, yarn",
+            "(pe=learned); scales for rope: none, dynamic, llama3, longrope, ntk, pi, proportional, yarn",
         ),
     ],
 )
