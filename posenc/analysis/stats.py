@@ -19,7 +19,11 @@ logit has no value; ``bootstrap_interval`` (the percentile bootstrap of the mean
 never leaves the range of the seeds' values) stands in.
 
 Comparisons are paired by seed (``paired_difference``): the t interval of the per-seed
-differences a − b, whose sign gives the verdict (``verdict``).
+differences a − b. Decisions are tests with p-values (``paired_t_test``; ``tost`` for equivalence
+within a margin, Schuirmann 1987), corrected within a family of tests (``holm``, Holm 1979;
+``benjamini_hochberg``, Benjamini & Hochberg 1995), each with the smallest effect it could detect
+at its n (``minimum_detectable_effect``). ``accuracy_gap_bounds`` is the range a difference of
+two accuracies can take given its base.
 """
 
 from __future__ import annotations
@@ -312,3 +316,120 @@ def aggregate_accuracy(
             "failed",
         ],
     )
+
+
+# --- tests, multiplicity, power -----------------------------------------------------------------
+
+
+def t_cdf(t: float, dof: int) -> float:
+    """P(T <= t) for Student's t with ``dof`` degrees of freedom (±inf allowed)."""
+    if math.isnan(t):
+        return float("nan")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    half = t_central(abs(t), dof) / 2
+    return 0.5 + half if t >= 0 else 0.5 - half
+
+
+def _t_statistic(diffs: Sequence[float], shift: float = 0.0) -> tuple[float, int]:
+    """(mean − shift) / standard error and the degrees of freedom; seeds that all agree give ±inf
+    (or 0 when the mean is the shift itself); NaN with fewer than two values."""
+    s = summarize(diffs)
+    if s["n"] < 2:
+        return float("nan"), max(s["n"] - 1, 0)
+    x, se = s["mean"] - shift, s["std"] / math.sqrt(s["n"])
+    if se == 0:
+        return (0.0 if x == 0 else math.copysign(math.inf, x)), s["n"] - 1
+    return x / se, s["n"] - 1
+
+
+def paired_t_test(diffs: Sequence[float]) -> float:
+    """The two-sided p-value of the paired t test of mean(diffs) = 0 (NaN with fewer than two)."""
+    t, dof = _t_statistic(diffs)
+    return float("nan") if math.isnan(t) else min(1.0, 2 * (1 - t_cdf(abs(t), dof)))
+
+
+def one_sided_p(diffs: Sequence[float], shift: float, above: bool) -> float:
+    """The one-sided p-value of H0: mean <= shift (``above``: the alternative is mean > shift)
+    or H0: mean >= shift (mean < shift)."""
+    t, dof = _t_statistic(diffs, shift)
+    if math.isnan(t):
+        return float("nan")
+    return 1 - t_cdf(t, dof) if above else t_cdf(t, dof)
+
+
+def tost(diffs: Sequence[float], margin: float) -> float:
+    """Two one-sided tests of equivalence (Schuirmann 1987): the p-value of H0: |mean| >= margin,
+    the larger of the one-sided p-values against −margin and +margin. Below α, the mean difference
+    is shown to lie within ±margin (the 1 − 2α t interval lies inside the margins)."""
+    if margin <= 0:
+        raise ValueError(f"an equivalence margin must be > 0, got {margin}")
+    return max(one_sided_p(diffs, -margin, above=True), one_sided_p(diffs, margin, above=False))
+
+
+def outside_margin(diffs: Sequence[float], margin: float) -> float:
+    """The p-value of H0: |mean| <= margin against a difference beyond the margin on the side of
+    the mean (two-sided: twice the one-sided p, so below α the 1 − α interval lies outside ±margin)."""
+    s = summarize(diffs)
+    if s["n"] < 2:
+        return float("nan")
+    above = s["mean"] >= 0
+    return min(1.0, 2 * one_sided_p(diffs, margin if above else -margin, above=above))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the input's order: the i-th smallest of m
+    becomes max over j <= i of min(1, (m − j + 1)·p_(j)). NaN stays NaN and does not count in m."""
+    known = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    out, running, m = [float("nan")] * len(pvalues), 0.0, len(known)
+    for rank, (p, i) in enumerate(known):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (false discovery rate, 1995), in the input's order: the
+    i-th smallest of m becomes min over j >= i of min(1, m·p_(j)/j). NaN stays NaN."""
+    known = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    out, running, m = [float("nan")] * len(pvalues), 1.0, len(known)
+    for rank in range(m - 1, -1, -1):
+        p, i = known[rank]
+        running = min(running, m * p / (rank + 1))
+        out[i] = running
+    return out
+
+
+CORRECTIONS = {"holm": holm, "bh": benjamini_hochberg}
+
+
+def minimum_detectable_effect(
+    sd: float, n: int, alpha: float = 0.05, power: float = 0.8, kind: str = "difference"
+) -> float:
+    """The smallest true mean difference a paired t test on ``n`` seeds with per-seed spread ``sd``
+    detects with probability ``power`` at level ``alpha`` (the usual approximation (t_a + t_b)·sd/√n,
+    central t quantiles, n − 1 degrees of freedom). ``kind``: ``difference`` (two-sided), ``one-sided``
+    (a non-inferiority bound), ``equivalence`` (the smallest margin TOST shows when the true
+    difference is 0: t at 1 − α one-sided, and 1 − (1 − power)/2). NaN with fewer than two seeds."""
+    if n < 2 or math.isnan(sd):
+        return float("nan")
+    dof = n - 1
+    if kind == "difference":
+        a, b = t_quantile(1 - alpha, dof), t_quantile(2 * power - 1, dof)
+    elif kind == "one-sided":
+        a, b = t_quantile(1 - 2 * alpha, dof), t_quantile(2 * power - 1, dof)
+    elif kind == "equivalence":
+        a, b = t_quantile(1 - 2 * alpha, dof), t_quantile(power, dof)
+    else:
+        raise ValueError(f"kind must be difference, one-sided or equivalence, got {kind!r}")
+    return (a + b) * sd / math.sqrt(n)
+
+
+def accuracy_gap_bounds(base: Sequence[float]) -> tuple[float, float]:
+    """The range the mean of per-seed accuracy differences a − b can take given the base accuracies
+    b of those seeds: a lies in [0, 1], so a − b lies in [−mean b, 1 − mean b]."""
+    xs = [float(v) for v in base if not math.isnan(float(v))]
+    if not xs:
+        return -1.0, 1.0
+    b = sum(xs) / len(xs)
+    return -b, 1 - b

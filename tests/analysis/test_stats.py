@@ -210,3 +210,92 @@ def test_median_interval_takes_the_order_statistics_of_binomial_coverage():
     assert median_interval([0.9, 0.8, 1.1, 1.0, 0.95, 0.85]) == (0.8, 1.1)
     assert all(math.isnan(x) for x in median_interval([1.0, 2.0, 3.0, 4.0, 5.0]))
     assert median_interval(values, level=0.5)[0] > 4.0  # a lower level, a narrower interval
+
+
+# --- tests, multiplicity and power ---------------------------------------------------------------
+
+from posenc.analysis.stats import (  # noqa: E402
+    accuracy_gap_bounds,
+    benjamini_hochberg,
+    holm,
+    minimum_detectable_effect,
+    outside_margin,
+    paired_t_test,
+    t_cdf,
+    tost,
+)
+
+P_VALUES = [0.01, 0.04, 0.03, 0.005, float("nan")]  # a NaN (one seed) is no test and not counted
+
+
+def test_holm_on_a_known_set_of_p_values():
+    """Sorted 0.005, 0.01, 0.03, 0.04 of m = 4: 4·0.005 = 0.02; 3·0.01 = 0.03; 2·0.03 = 0.06;
+    1·0.04 = 0.04, raised to the running maximum 0.06; back in the input's order."""
+    adjusted = holm(P_VALUES)
+    assert adjusted[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15) and math.isnan(adjusted[4])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    # the review's NoPE family: smallest p 0.0086 of 8 tests, 8·0.0086 = 0.069 > 0.05, not significant
+    assert min(holm([0.0086, 0.039, 0.06, 0.069, 0.11, 0.3, 0.44, 0.82])) == pytest.approx(8 * 0.0086)
+
+
+def test_benjamini_hochberg_on_a_known_set_of_p_values_and_against_scipy():
+    """m·p/rank: 0.005·4/1 = 0.02, 0.01·4/2 = 0.02, 0.03·4/3 = 0.04, 0.04·4/4 = 0.04 (running minimum
+    from the largest)."""
+    adjusted = benjamini_hochberg(P_VALUES)
+    assert adjusted[:4] == pytest.approx([0.02, 0.04, 0.04, 0.02], abs=1e-15) and math.isnan(adjusted[4])
+    ps = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+    assert benjamini_hochberg(ps) == pytest.approx(list(scipy_stats.false_discovery_control(ps)), rel=1e-12)
+
+
+def test_t_cdf_and_the_paired_t_test_match_scipy():
+    for dof in (1, 2, 4, 9):
+        for t in (-3.0, -0.5, 0.0, 0.7, 2.5):
+            assert t_cdf(t, dof) == pytest.approx(scipy_stats.t.cdf(t, dof), abs=1e-13)
+    assert t_cdf(math.inf, 3) == 1.0 and t_cdf(-math.inf, 3) == 0.0
+    d = [0.1, 0.2, 0.15, 0.05, 0.3]
+    assert paired_t_test(d) == pytest.approx(scipy_stats.ttest_1samp(d, 0).pvalue, rel=1e-10)
+    # seeds that agree exactly: a nonzero difference is certain, a zero one is no evidence
+    assert paired_t_test([0.2, 0.2, 0.2]) == 0.0 and paired_t_test([0.0, 0.0]) == 1.0
+    assert math.isnan(paired_t_test([0.3]))
+
+
+def test_tost_shows_a_pair_known_equivalent_and_not_a_pair_known_different():
+    """Equivalent: differences 0.001 ± 0.005 within ±0.02; the larger one-sided p is that against
+    +0.02, t = (0.0012 − 0.02)/se. Different: differences around 0.1, far outside ±0.02."""
+    equal = [0.004, -0.003, 0.001, 0.006, -0.002]
+    p = tost(equal, 0.02)
+    upper = scipy_stats.ttest_1samp(equal, 0.02, alternative="less").pvalue
+    lower = scipy_stats.ttest_1samp(equal, -0.02, alternative="greater").pvalue
+    assert p == pytest.approx(max(upper, lower), rel=1e-10) and p < 1e-3
+    assert p == pytest.approx(scipy_stats.t.cdf((0.0012 - 0.02) / scipy_stats.sem(equal), 4), rel=1e-10)
+    different = [0.09, 0.11, 0.1, 0.12, 0.08]
+    assert tost(different, 0.02) > 0.99  # not equivalent
+    # and the difference is shown beyond the margin: twice the one-sided p against +0.02
+    beyond = 2 * scipy_stats.ttest_1samp(different, 0.02, alternative="greater").pvalue
+    assert outside_margin(different, 0.02) == pytest.approx(beyond, rel=1e-10) and beyond < 1e-3
+    assert outside_margin(equal, 0.02) == 1.0
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        tost(equal, 0.0)
+
+
+def test_minimum_detectable_effect_is_the_t_quantile_sum_times_the_standard_error():
+    """n = 5 seeds, sd 0.1, α = 0.05/8 (Holm's first step of 8 tests), power 0.8:
+    (t(1 − α/2, 4) + t(0.8, 4))·0.1/√5."""
+    alpha = 0.05 / 8
+    expected = (scipy_stats.t.ppf(1 - alpha / 2, 4) + scipy_stats.t.ppf(0.8, 4)) * 0.1 / math.sqrt(5)
+    assert minimum_detectable_effect(0.1, 5, alpha) == pytest.approx(expected, rel=1e-10)
+    one = (scipy_stats.t.ppf(1 - alpha, 4) + scipy_stats.t.ppf(0.8, 4)) * 0.1 / math.sqrt(5)
+    assert minimum_detectable_effect(0.1, 5, alpha, kind="one-sided") == pytest.approx(one, rel=1e-10)
+    equivalence = (scipy_stats.t.ppf(1 - alpha, 4) + scipy_stats.t.ppf(0.9, 4)) * 0.1 / math.sqrt(5)
+    assert minimum_detectable_effect(0.1, 5, alpha, kind="equivalence") == pytest.approx(equivalence, rel=1e-10)
+    assert math.isnan(minimum_detectable_effect(0.1, 1))
+    # with more seeds it shrinks: 20 seeds detect less than half of what 5 detect
+    assert minimum_detectable_effect(0.1, 20, alpha) < minimum_detectable_effect(0.1, 5, alpha) / 2
+
+
+def test_a_difference_of_accuracies_is_bounded_by_its_base():
+    """The review's case: a gain on a 0.998 base can be at most 0.002, a loss at most 0.998."""
+    assert accuracy_gap_bounds([0.998, 0.998]) == pytest.approx((-0.998, 0.002))
+    assert accuracy_gap_bounds([]) == (-1.0, 1.0)
+    out = paired_difference({0: 1.0, 1: 0.995, 2: 1.0}, {0: 0.998, 1: 0.998, 2: 0.998}, bounds=(-0.998, 0.002))
+    assert out["ci95_high"] == pytest.approx(0.002) and out["ci95_low"] < 0
