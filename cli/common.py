@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -131,6 +131,89 @@ class EventBar:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def fit(widths: Mapping[str, int], front: Sequence[str], rest: Sequence[str], width: int) -> tuple[list, list]:
+    """The columns each stacked table repeats and the columns of each table, so that every table
+    fits ``width`` (a rich column takes its text and 3 characters, a table 1 more): ``front``,
+    or a row number ``#`` (its width in ``widths``) with ``front`` among the rest when ``front``
+    leaves no room for the widest of them; the rest packed in order."""
+    budget = width - 1
+    front, rest = list(front), list(rest)
+    if rest and sum(widths[c] + 3 for c in front) + max(widths[c] + 3 for c in rest) > budget:
+        front, rest = ["#"], front + rest
+    room = budget - sum(widths[c] + 3 for c in front)
+    parts: list[list[str]] = [[]]
+    used = 0
+    for c in rest:
+        if parts[-1] and used + widths[c] + 3 > room:
+            parts.append([])
+            used = 0
+        parts[-1].append(c)
+        used += widths[c] + 3
+    return front, parts
+
+
+def print_stacked(
+    cells: Mapping[str, Sequence[str]], front: Sequence[str], rest: Sequence[str], title: str = ""
+) -> None:
+    """Columns of rich-markup cells in as many stacked tables as the terminal's width needs
+    (``fit``), each repeating the ``front`` columns (left) before its share of ``rest`` (right),
+    so that no header and no value is cut."""
+    from rich.table import Table
+    from rich.text import Text
+
+    rows = len(next(iter(cells.values()), []))
+    cells = {"#": [str(i + 1) for i in range(rows)], **cells}
+    width = {c: max([len(str(c)), *(Text.from_markup(x).cell_len for x in cells[c])]) for c in cells}
+    shown_front, parts = fit(width, front, rest, console.width)
+    for n, part in enumerate(parts):
+        view = Table(title=title if n == 0 else None, show_header=True, header_style="bold")
+        for c in [*shown_front, *part]:
+            left = c in front or c == "#"
+            view.add_column(str(c), justify="left" if left else "right", min_width=width[c], no_wrap=True)
+        for i in range(rows):
+            view.add_row(*(cells[c][i] for c in [*shown_front, *part]))
+        console.print(view)
+
+
+def value_text(v: Any, floatfmt: str = ".4g") -> str:
+    """A cell as the terminal shows it: floats to ``floatfmt``, a missing value as ``–``."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "–"
+    return format(v, floatfmt) if isinstance(v, float) else str(v)
+
+
+def print_frame(
+    table: Any, keys: Sequence[str], title: str = "", facts: Sequence[str] = (), notes: Sequence[str] = ()
+) -> None:
+    """A result table at the terminal's width without cutting a header or a number: the columns
+    equal on every row go to a footnote line, the ``facts`` columns (how each model trained) to a
+    second table with only the keys they vary with, the rest in stacked tables that repeat the
+    ``keys``; ``notes`` are printed below, one line each."""
+    from rich.markup import escape
+
+    facts = [c for c in facts if c in table.columns]
+    text = {c: [escape(value_text(v)) for v in table[c]] for c in table.columns}
+    same = [c for c in table.columns if len(table) > 1 and len(set(text[c])) == 1]
+    main = [c for c in table.columns if c not in same and c not in facts]
+    front = [c for c in keys if c in main]
+    print_stacked({c: text[c] for c in main}, front, [c for c in main if c not in front], title)
+    if facts:
+        varying = [c for c in facts if c not in same]
+        if varying:
+            by = [k for k in keys if k in main]
+            for k in list(by):  # keep only the keys the facts vary with
+                rest = [x for x in by if x != k]
+                groups = table.groupby(rest, sort=False) if rest else [((), table)]
+                if all(part[varying].astype(str).drop_duplicates().shape[0] == 1 for _, part in groups):
+                    by = rest
+            trained = table[by + varying].astype(str).drop_duplicates().index
+            rows = table.loc[trained]
+            print_stacked({c: [escape(value_text(v)) for v in rows[c]] for c in by + varying}, by, varying, "training")
+    footnote = ", ".join(f"{c}={text[c][0]}" for c in same)
+    for line in ([f"every row: {footnote}"] if footnote else []) + list(notes):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 def print_record(title: str, row: dict[str, Any]) -> None:

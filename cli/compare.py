@@ -19,6 +19,14 @@ def compare(
         str | None,
         typer.Option(help="Rows to difference against: one of the inputs, or key=value[,key=value] (e.g. pe=nope)."),
     ] = None,
+    table_name: Annotated[
+        str | None,
+        typer.Option(
+            "--table",
+            help="Which of the runs' tables (those their protocol declares: order, per_position, "
+            "depth, ...). Default: each run's main table.",
+        ),
+    ] = None,
     metrics: Annotated[
         str | None, typer.Option(help="Comma-separated metric columns (default: every float column).")
     ] = None,
@@ -40,13 +48,14 @@ def compare(
     baseline (paired by seed before they are averaged).
 
     Example: posenc compare results/sweeps/20250101-120000-pe-seed --baseline pe=nope -o cmp.md
+    Another table: posenc compare results/order/lm results/order/vit --table order
     """
     with user_errors():
         from posenc.core.errors import UserError
         from posenc.core.text import split_list
         from posenc.reporting.compare import differences, export, load, metric_columns, per_configuration, select
 
-        table, keys = load(inputs)
+        table, keys = load(inputs, table_name)
         available = metric_columns(table, keys)
         chosen = available if metrics is None else split_list(metrics, "--metrics")
         unknown = [m for m in chosen if m not in available]
@@ -87,12 +96,11 @@ def _cell(row, column: str) -> str:
 
 def _print(table, keys, metrics) -> None:
     """Keys, then metrics and differences, in as many stacked tables as the terminal's width
-    needs (each repeats the keys), so that no header is cut; columns equal on every row and the
-    interval columns (shown inside their metric's cell) are left to the exports."""
+    needs (``print_stacked``: each repeats the keys), so that no header is cut; columns equal on
+    every row and the interval columns (shown inside their metric's cell) are left to the exports."""
     from rich.markup import escape
-    from rich.table import Table
-    from rich.text import Text
 
+    from posenc.cli.common import print_stacked
     from posenc.reporting.compare import HIGH, LOW
 
     plain = [c for c in table.columns if c in metrics and not str(c).startswith("Δ ")]
@@ -109,19 +117,4 @@ def _print(table, keys, metrics) -> None:
     cells = {
         c: [_cell(row, c) if c in shown else escape(str(row[c])) for _, row in table.iterrows()] for c in front + shown
     }
-    width = {c: max([len(str(c)), *(Text.from_markup(x).cell_len for x in cells[c])]) for c in cells}
-    budget = console.width - 1 - sum(width[c] + 3 for c in front)
-    parts, used = [[]], 0
-    for c in shown:
-        if parts[-1] and used + width[c] + 3 > budget:
-            parts.append([])
-            used = 0
-        parts[-1].append(c)
-        used += width[c] + 3
-    for part in parts:
-        view = Table(show_header=True, header_style="bold")
-        for c in front + part:
-            view.add_column(str(c), justify="left" if c in front else "right", min_width=width[c], no_wrap=True)
-        for i in range(len(table)):
-            view.add_row(*(cells[c][i] for c in front + part))
-        console.print(view)
+    print_stacked(cells, front, shown)

@@ -1,11 +1,13 @@
 """Compare the tables of several runs, sweeps or CSV files, joined on the config keys that differ.
 
-A run directory contributes its ``table.csv`` rows, a sweep folder the rows of every run it
-holds, a CSV file its rows as they are. Rows of runs carry the config keys whose values differ
-between the runs (a group picked with ``pe=…`` shows as ``pe``, not as every ``pe.*`` value it
-implies); the metrics are the float columns the inputs share. ``per_configuration`` folds the
-seeds of each configuration into one row: n and, per metric, the mean and its 95% Student-t
-interval (as a sweep's ``stats.csv``).
+A run directory contributes the rows of one of the tables its protocol declared (``tables_of``:
+its main table unless another is named: ``order`` of an order run, ``per_position`` of an
+extrapolation), a sweep folder those of every run it holds, a CSV file its rows as they are. Rows
+of runs carry the config keys whose values differ between the runs (a group picked with ``pe=…``
+shows as ``pe``, not as every ``pe.*`` value it implies; a run of several cells names its cells in
+its rows, so only its own settings count); the metrics are the float columns the inputs share.
+``per_configuration`` folds the seeds of each configuration into one row: n and, per metric, the
+mean and its 95% Student-t interval (as a sweep's ``stats.csv``).
 """
 
 from __future__ import annotations
@@ -36,9 +38,31 @@ def runs_of(path: Path) -> list[Path]:
     raise UserError(f"'{path}' is not a run directory, a sweep directory or a CSV table")
 
 
+def tables_of(run: Path) -> list[str]:
+    """The names of the tables a run wrote, its main table first: those its summary lists (what
+    ``RunContext.write`` records of the protocol's declared tables), else, for a run written
+    before summaries listed them, every ``<name>.csv`` beside its ``<name>.md``."""
+    summary = RunDir(run).read_summary() if (Path(run) / "summary.json").is_file() else {}
+    names = list(summary.get("tables") or [])
+    if not names:
+        names = sorted(p.stem for p in Path(run).glob("*.csv") if p.with_suffix(".md").is_file())
+    main = summary.get("table") or ("table" if "table" in names else None)
+    ordered = [main, *names] if main in names else names
+    return [n for n in dict.fromkeys(ordered) if (Path(run) / f"{n}.csv").is_file()]
+
+
+def _settings(config: dict) -> dict:
+    """The config values that can tell runs apart: every key of a one-cell run's config; of a run
+    of several cells (an order test, an extrapolation) its own settings, not its cells' configs."""
+    if "choices" in config:
+        return {**flatten(config), **config["choices"]}
+    cells = (dict, list)  # cells: a mapping of configs, or a list of them
+    return flatten({k: v for k, v in config.items() if not isinstance(v, cells)})
+
+
 def _differing(configs: list[dict]) -> list[str]:
     """Dotted config keys that differ between runs; a differing group choice stands for its keys."""
-    flat = [flatten(c) for c in configs]
+    flat = [flatten(c) if "choices" in c else _settings(c) for c in configs]
     keys = sorted({k for f in flat for k in f})
     differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1 and not k.endswith(_NOT_KEYS)]
     groups = {k.split(".", 1)[1] for k in differ if k.startswith("choices.")}
@@ -46,11 +70,13 @@ def _differing(configs: list[dict]) -> list[str]:
     return [k for k in named if k.split(".", 1)[0] not in groups or k in groups]
 
 
-def load(inputs: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
-    """One table of every input's rows and the join keys (config keys that differ, then ``run``)."""
+def load(inputs: Sequence[Path], table: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """One table of every input's rows and the join keys (config keys that differ, then ``run``):
+    of each run its main table, or the one named ``table``."""
     if not inputs:
         raise UserError("nothing to compare: give run directories, sweep directories or CSV tables")
     parts: list[tuple[str, pd.DataFrame, dict | None]] = []
+    written: set[str] = set()
     for path in map(Path, inputs):
         if path.suffix == ".csv":
             if not path.is_file():
@@ -58,10 +84,15 @@ def load(inputs: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
             parts.append((str(path), pd.read_csv(path).assign(run=path.stem), None))
             continue
         for run in runs_of(path):
-            if not (run / "table.csv").exists():
-                continue  # a failed or unfinished run has no table yet
-            parts.append((str(run), pd.read_csv(run / "table.csv").assign(run=run.name), RunDir(run).read_config()))
+            names = tables_of(run)  # none: a failed or unfinished run has no table yet
+            written.update(names)
+            name = table or (names[0] if names else None)
+            if name in names:
+                rows = pd.read_csv(run / f"{name}.csv").assign(run=run.name)
+                parts.append((str(run), rows, RunDir(run).read_config()))
     if not parts:
+        if table is not None and written:
+            raise UserError(f"no run has a table '{table}'; tables there: {', '.join(sorted(written))}")
         raise UserError(f"no finished run with a table in {', '.join(map(str, inputs))}")
     common = set.intersection(*(set(t.columns) - {"run"} for _, t, _ in parts))
     if not common:
@@ -72,7 +103,7 @@ def load(inputs: Sequence[Path]) -> tuple[pd.DataFrame, list[str]]:
     keys = _differing(configs) if len(configs) > 1 else []
     tables = []
     for _, table, config in parts:
-        values = {**flatten(config), **config["choices"]} if config is not None else {}
+        values = _settings(config) if config is not None else {}
         front = {k: values.get(k) for k in keys if k not in table.columns}
         tables.append(table.assign(**front))
     joined = pd.concat(tables, ignore_index=True)

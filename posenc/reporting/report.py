@@ -13,7 +13,7 @@ import pandas as pd
 from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text
 from posenc.engine.results import RunDir
-from posenc.reporting.compare import load, runs_of
+from posenc.reporting.compare import load, runs_of, tables_of
 from posenc.reporting.style import pyplot, save_figure
 
 
@@ -60,10 +60,10 @@ def write_report(inputs: Sequence[Path], out_dir: Path) -> Path:
     ]
     lines += [f"- `{p}`" for p in inputs] + [""]
 
-    finished = [r for r in runs if (r / "table.csv").exists()]
+    finished = [r for r in runs if tables_of(r)]
     if len(finished) > 1:
         try:
-            table, keys = load(finished)
+            table, keys = load(finished)  # each run's main table
         except UserError:
             table = None
         if table is not None:
@@ -100,8 +100,10 @@ def write_report(inputs: Sequence[Path], out_dir: Path) -> Path:
             f"{choices}, seed={config.get('seed')}",
             "",
         ]
-        if (run / "table.csv").exists():
-            lines += [_md(pd.read_csv(run / "table.csv")), ""]
+        names = tables_of(run)  # every table the run's protocol declared and wrote, its main one first
+        for name in names:
+            heading = [f"Table `{name}`:", ""] if len(names) > 1 else []
+            lines += [*heading, _md(pd.read_csv(run / f"{name}.csv")), ""]
         for png in sorted(run.rglob("*.png")):
             lines += [f"![{png.stem}]({os.path.relpath(png, out_dir)})", ""]
     report = out_dir / "report.md"

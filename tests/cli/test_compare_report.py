@@ -256,3 +256,106 @@ def test_report_of_a_path_that_is_not_a_run_is_refused(tmp_path):
         == f"error: '{tmp_path / 'nothing'}' is not a run directory, a sweep directory or a CSV table"
     )
     assert not (tmp_path / "rep").exists()
+
+
+def order_run(root: Path, model: str, permutations: int, accuracy: float) -> Path:
+    """A run of the order protocol written through the real run context: its one declared table
+    is ``order``, not ``table``, and its config holds its cells' configs, not one run's choices."""
+    from posenc.engine.context import RunContext
+    from posenc.experiments.order import TABLES
+
+    rows = [
+        {"model": model, "attention": att, "pe": pe, "task": "order", "phase": phase, "seed": 0}
+        | {"equivariance_residual": 1e-7 if pe == "nope" and att == "bidirectional" else 0.5, "accuracy": acc}
+        for pe in ("nope", "rope")
+        for att in ("causal", "bidirectional")
+        for phase, acc in (("init", 0.5), ("trained", accuracy if pe == "rope" else 0.5))
+    ]
+    ctx = RunContext(root)
+    config = {"permutations": permutations, "cells": {f"{model}/{pe}": {"model": {"name": model}} for pe in "ab"}}
+    with ctx.running("order", config) as run:
+        ctx.write(run, TABLES, {"order": pd.DataFrame(rows)})
+    return run.path
+
+
+def test_compare_reads_the_table_a_protocol_declares_not_only_table_csv(tmp_path):
+    """Before, `posenc compare results/order/lm results/order/vit` said 'no finished run with a table'."""
+    lm, vit = order_run(tmp_path / "lm", "lm_tiny", 16, 0.9), order_run(tmp_path / "vit", "vit_tiny", 8, 0.75)
+    result = invoke("compare", str(lm), str(vit), "--runs", "-o", str(tmp_path / "cmp.csv"))
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "cmp.csv")
+    # the runs differ in their own setting (permutations), not in every key of their cells' configs
+    assert table.columns.tolist()[:2] == ["permutations", "run"] and len(table) == 16
+    trained = table[(table.phase == "trained") & (table.pe == "rope")]
+    assert trained.groupby("model")["accuracy"].mean().to_dict() == {"lm_tiny": 0.9, "vit_tiny": 0.75}
+    assert set(table.loc[table.model == "vit_tiny", "permutations"]) == {8}
+    # a table named by --table; a name no run wrote lists those they did
+    assert invoke("compare", str(lm), str(vit), "--table", "order").exit_code == 0
+    bad = invoke("compare", str(lm), str(vit), "--table", "depth")
+    assert bad.exit_code == 2 and bad.output.strip() == "error: no run has a table 'depth'; tables there: order"
+
+
+def test_compare_picks_any_declared_table_of_a_run_with_several(tmp_path):
+    from posenc.engine.context import RunContext
+    from posenc.experiments.extrapolation.protocol import TABLES
+
+    def run_of(pe: str, loss: float) -> Path:
+        ctx = RunContext(tmp_path)
+        config = {"lengths": [16, 32], "cells": [{"choices": {"pe": pe}}]}
+        head = {"pe": pe, "scale": "none", "finetune_steps": 0, "seed": 0}
+        main = pd.DataFrame([{**head, "metric": "bpb", "16": loss, "32": 2 * loss}])
+        per_position = pd.DataFrame(
+            [{**head, "length": 32, "start": s, "end": s + 16, "bits": loss + s} for s in (0, 16)]
+        )
+        with ctx.running(f"extrapolate-{pe}", config) as run:
+            ctx.write(run, TABLES, {"table": main, "per_position": per_position})
+        return run.path
+
+    a, b = run_of("rope", 1.0), run_of("nope", 1.5)
+    out = tmp_path / "pos.csv"
+    result = invoke("compare", str(a), str(b), "--table", "per_position", "--runs", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out)[["pe", "start", "bits"]].values.tolist() == [
+        ["rope", 0, 1.0],
+        ["rope", 16, 17.0],
+        ["nope", 0, 1.5],
+        ["nope", 16, 17.5],
+    ]
+    result = invoke("compare", str(a), str(b), "--runs", "-o", str(out))  # the main table by default
+    assert pd.read_csv(out)["32"].tolist() == [2.0, 3.0]
+
+
+def test_a_run_written_before_summaries_listed_tables_is_read_by_its_files(tmp_path):
+    """results/order/lm of an earlier version: order.csv and order.md, a summary without tables."""
+    run = order_run(tmp_path, "lm_tiny", 16, 0.9)
+    summary = RunDir(run).read_summary()
+    RunDir(run).write_summary({k: v for k, v in summary.items() if k not in ("table", "tables")})
+    from posenc.reporting.compare import tables_of
+
+    assert tables_of(run) == ["order"]
+    assert invoke("compare", str(run), "--runs").exit_code == 0
+
+
+def test_report_shows_every_table_a_run_declared(tmp_path):
+    lm, vit = order_run(tmp_path / "lm", "lm_tiny", 16, 0.9), order_run(tmp_path / "vit", "vit_tiny", 8, 0.75)
+    real = RunDir.create(tmp_path / "real", "real", {"lengths": [64]})
+    write_table(pd.DataFrame([{"scale": "yarn", "metric": "ppl", "64": 9.5}]), real.path, "table")
+    write_table(pd.DataFrame([{"scale": "yarn", "depth": 0.5, "64": 1.0}]), real.path, "passkey")
+    real.update_summary(status="completed", table="table", tables=["table", "passkey"])
+    result = invoke("report", str(lm), str(vit), str(real.path), "--out", str(tmp_path / "rep"))
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "rep" / "report.md").read_text()
+    # the order runs' main tables joined (the real run has none of their columns), and each run's own
+    assert "## Comparison" not in report  # three runs with no column common to all
+    assert (
+        "| lm_tiny | causal        | rope | order  | trained |      0 |                   0.5   |        0.9 |"
+        in report
+    )
+    alone = invoke("report", str(lm), str(vit), "--out", str(tmp_path / "rep2"))
+    assert alone.exit_code == 0 and "Joined on permutations, run." in (tmp_path / "rep2" / "report.md").read_text()
+    assert "Table `table`:" in report and "Table `passkey`:" in report
+    assert (
+        report.index("Table `table`:")
+        < report.index("| yarn    | ppl      |  9.5 |")
+        < report.index("Table `passkey`:")
+    )
