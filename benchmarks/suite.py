@@ -55,6 +55,7 @@ class Sizes:
     real_lengths: tuple[int, ...] = (4096,)
     real_layers: int = 30
     real_model: str | None = None
+    real_vocab: int | None = None  # the family rows' vocabulary (None: each model's own)
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -72,6 +73,7 @@ class Sizes:
             block_time=0.0,
             real_lengths=(64,),
             real_layers=2,
+            real_vocab=512,
         )
 
 
@@ -527,27 +529,41 @@ def _real_reference(sizes: Sizes):
 
 def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """posenc's forward of an imported Llama (``from_hf_llama``) against transformers' own forward of
-    the same model, float32, same threads, batch 1, per length: the logits, then the token losses
-    (``posenc extrapolate``'s pass: posenc's head and loss run 1024 positions at a time; transformers
-    gives the full logits, then their cross-entropy). Each pair is timed interleaved
-    (``interleaved``, one call per block) in this process; memory is the rise of RSS over its level
-    before each call (``_rss_peak``), the median over calls."""
-    import torch.nn.functional as F
-
+    the same model, float32, same threads, batch 1, per length (``_forward_rows``)."""
     from posenc.models import from_hf_llama
 
     torch.set_num_threads(threads)
     hf, name = _real_reference(sizes)
     ours = from_hf_llama(hf).eval()  # the same tensors: no second copy of the weights
-    vocab, gib, rows = hf.config.vocab_size, 2**30, []
+    return _forward_rows("real forward", name, ours, lambda ids: hf(ids).logits, hf.config.vocab_size, sizes, threads)
+
+
+def _forward_rows(
+    benchmark: str,
+    name: str,
+    ours: torch.nn.Module,
+    reference: Callable[[torch.Tensor], torch.Tensor],
+    vocab: int,
+    sizes: Sizes,
+    threads: int,
+) -> list[dict[str, Any]]:
+    """posenc's forward ``ours`` against transformers' ``reference`` (ids -> logits) of the same
+    model per length of ``sizes.real_lengths``: the logits, then the token losses (``posenc
+    extrapolate``'s pass: posenc's head and loss run 1024 positions at a time; transformers gives
+    the full logits, then their cross-entropy). Each pair is timed interleaved (``interleaved``, one
+    call per block) in this process; memory is the rise of RSS over its level before each call
+    (``_rss_peak``), the median over calls."""
+    import torch.nn.functional as F
+
+    gib, rows = 2**30, []
     for length in sizes.real_lengths:
         x = torch.randint(0, vocab, (1, length + 1))
         ids, targets = x[:, :-1], x[:, 1:]
         pairs = {
-            "logits": (lambda: ours(ids), lambda: hf(ids).logits),
+            "logits": (lambda: ours(ids), lambda: reference(ids)),
             "token losses": (
                 lambda: ours(ids, targets=targets, chunk=1024),
-                lambda: F.cross_entropy(hf(ids).logits[0], targets[0], reduction="none")[None],
+                lambda: F.cross_entropy(reference(ids)[0], targets[0], reduction="none")[None],
             ),
         }
         for what, (run_ours, run_ref) in pairs.items():
@@ -567,15 +583,15 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                 measured(0, run_ours), measured(1, run_ref), threads, sizes.repeats, 0.0, warmup=0
             )
             case = f"{name}: {what} @ {length}"
-            r = row("real forward", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
+            r = row(benchmark, f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
             r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
             rows.append(r)
             mem = [statistics.median(p) / gib for p in peaks]
-            rows.append(row("real forward", f"{case} peak memory", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0))
+            rows.append(row(benchmark, f"{case} peak memory", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0))
             err = float((tails[0] - tails[1]).abs().max())
             rows.append(
                 {
-                    "benchmark": "real forward",
+                    "benchmark": benchmark,
                     "case": f"{case} max |posenc - HF|",
                     "posenc": err,
                     "reference": 0.0,
@@ -585,6 +601,94 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                     "met": err <= 1e-3,
                 }
             )
+    return rows
+
+
+# Random models of three families' real shapes (their published configs), ``sizes.real_layers`` layers
+FAMILY_SHAPES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "SmolLM2-135M", SMOLLM2_SHAPES),
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2.5-0.5B",
+        dict(
+            vocab_size=151936,
+            hidden_size=896,
+            intermediate_size=4864,
+            num_hidden_layers=24,
+            num_attention_heads=14,
+            num_key_value_heads=2,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            max_position_embeddings=32768,
+            tie_word_embeddings=True,
+            rms_norm_eps=1e-6,
+        ),
+    ),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        "Gemma 3 270M",
+        dict(
+            vocab_size=262144,
+            hidden_size=640,
+            intermediate_size=2048,
+            num_hidden_layers=18,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=256,
+            query_pre_attn_scalar=256,
+            sliding_window=512,
+            max_position_embeddings=32768,
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+            },
+            tie_word_embeddings=True,
+            layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(18)],
+        ),
+    ),
+}
+
+
+def _family_reference(family: str, sizes: Sizes):
+    """transformers' model of ``family``'s shapes in float32 with SDPA, random weights, at most
+    ``sizes.real_layers`` layers and, with ``sizes.real_vocab``, that vocabulary."""
+    import transformers
+
+    config_name, label, shapes = FAMILY_SHAPES[family]
+    layers = min(sizes.real_layers, shapes["num_hidden_layers"])
+    kwargs = {**shapes, "num_hidden_layers": layers, "vocab_size": sizes.real_vocab or shapes["vocab_size"]}
+    if "layer_types" in shapes:  # the first layers' types (Gemma 3: five local layers to one global)
+        kwargs["layer_types"] = shapes["layer_types"][:layers]
+    config = getattr(transformers, config_name)(**kwargs, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    return model, f"{label} shapes, {layers} layers, random"
+
+
+def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """Every family of ``FAMILY_SHAPES`` as posenc loads it (``Family.convert``: Llama into posenc's
+    own LM, the others as transformers' modules with posenc's RoPE and head) against transformers'
+    own forward of the same weights, its own rotary embedding put back for each of its calls
+    (``_forward_rows``)."""
+    from posenc.models.families import FAMILIES
+
+    torch.set_num_threads(threads)
+    rows = []
+    for family in FAMILY_SHAPES:
+        hf, name = _family_reference(family, sizes)
+        base = hf.base_model
+        theirs = base.rotary_emb
+        ours = FAMILIES[family].convert(hf).eval()  # the same tensors; the non-native ones take over rotary_emb
+        mine = base.rotary_emb
+
+        def reference(ids: torch.Tensor, base=base, theirs=theirs, mine=mine, hf=hf) -> torch.Tensor:
+            base.rotary_emb = theirs  # transformers' own rotary for its own forward
+            try:
+                return hf(ids).logits
+            finally:
+                base.rotary_emb = mine
+
+        rows += _forward_rows("family forward", name, ours, reference, hf.config.vocab_size, sizes, threads)
+        del hf, ours
     return rows
 
 
@@ -669,6 +773,7 @@ CASES = {
     "rope": rope_apply,
     "long": long_eval,
     "real": real_forward,
+    "families": family_forward,
     "vit": vit_forward,
     "cli": cli_startup,
 }
