@@ -35,7 +35,7 @@ from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.engine.training import TrainResult, train
 from posenc.reporting.style import pyplot, save_figure
-from posenc.tasks.base import Task
+from posenc.tasks.base import EvalSplit, Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
 
@@ -163,9 +163,10 @@ def input_size(setup: Setup) -> int:
     return setup.task.input_size(setup.train.seq_len)
 
 
-def eval_data(setup: Setup, max_items: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The task's fixed evaluation set at the cell's input size: windows or images, and targets."""
-    return setup.task.eval_set(input_size(setup), max_items)
+def eval_data(setup: Setup, max_items: int | None, split: EvalSplit) -> tuple[torch.Tensor, torch.Tensor]:
+    """The task's fixed set of ``split`` at the cell's input size: windows or images, and targets
+    (training validates on ``val``; the table reports ``test``)."""
+    return setup.task.eval_set(input_size(setup), max_items, split)
 
 
 def chance_of(task: Task, targets: torch.Tensor) -> float:
@@ -181,7 +182,7 @@ def chance_of(task: Task, targets: torch.Tensor) -> float:
 def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> dict[str, Any]:
     """The permutation scores and the order-task accuracy of the cell's model as it is now."""
     setup = cell.setup
-    x, y = eval_data(setup, setup.eval.max_windows)
+    x, y = eval_data(setup, setup.eval.max_windows, "test")
     scores = permutation_test(
         setup.model, x, permutations, torch.Generator().manual_seed(seed), batch_size=setup.eval.batch_size
     )
@@ -190,6 +191,7 @@ def measure(cell: Cell, permutations: int, device: torch.device, seed: int) -> d
     row["invariant"] = scores.equivariance_residual <= INVARIANCE_TOL
     chance = chance_of(setup.task, y)
     row["accuracy"] = accuracy
+    row["split"], row["items"] = "test", len(y)
     row["chance"] = chance
     # one-sided 95% binomial bound: above it, the model read the order (not luck on n examples)
     row["chance_95"] = chance + 1.645 * math.sqrt(chance * (1 - chance) / len(y))
@@ -202,7 +204,7 @@ def train_cell(cell: Cell, device: torch.device, on_log: Callable[[dict[str, Any
     validating on ``eval.periodic_windows`` items every ``train.eval_every`` steps."""
     setup = cell.setup
     size = input_size(setup)
-    periodic = eval_data(setup, setup.eval.periodic_windows)
+    periodic = eval_data(setup, setup.eval.periodic_windows, "val")
     return train(
         setup.model,
         lambda b, g: setup.task.train_batch(b, size, g),

@@ -303,16 +303,19 @@ def _run(
         label = f"resolution {name}: evaluate"
         ctx.emit("stage", label, total=len(settings.resolutions) * len(methods))
         for i, res in enumerate(settings.resolutions):
-            images, labels = task.eval_set(res, settings.eval_items)
+            images, labels = task.eval_set(res, settings.eval_items, "test")  # training validated on "val"
             for j, method in enumerate(methods):
                 antialias = settings.antialias if method in SMOOTH_MODES else None
                 moved = copy.deepcopy(model).set_resolution(res, method, antialias)
                 cell = {"pe": name, "method": method, "finetune_steps": 0, "resolution": res, **seed}
+                held_out = {"split": "test", "items": len(labels)}
                 acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                rows.append({**cell, "accuracy": acc, **trained_at})
+                rows.append({**cell, "accuracy": acc, **held_out, **trained_at})
                 if settings.finetune_steps:
                     train(moved, lambda b, g, r=res: task.train_batch(b, r, g), ft_cfg, seed=setup.seed)
                     acc = evaluate(moved, images, labels, batch_size=ev.batch_size, device=device)["accuracy"]
-                    rows.append({**cell, "finetune_steps": settings.finetune_steps, "accuracy": acc, **trained_at})
+                    rows.append(
+                        {**cell, "finetune_steps": settings.finetune_steps, "accuracy": acc, **held_out, **trained_at}
+                    )
                 ctx.emit("advance", label, done=i * len(methods) + j + 1, info=f"{res}px {method}")
     return pd.DataFrame(rows), similarity, models

@@ -1,4 +1,6 @@
-"""Protocol ``train``: train one model on one task and score it on the validation split."""
+"""Protocol ``train``: train one model on one task, stop it on the validation split, and score
+it on both held-out splits (the test split is what a table reports; validation is what chose
+when to stop, so its score is the optimistic one)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
 from posenc.engine.results import RunDir
 from posenc.engine.training import TrainResult, resolve_device, train
+from posenc.tasks.base import SPLITS
 
 
 def run_name(choices: dict[str, Any]) -> str:
@@ -50,7 +53,7 @@ def fit(
 
 
 class Train:
-    """Train, evaluate on every validation window (or image), write the run folder's table.
+    """Train, evaluate on every validation and test window (or image), write the run folder's table.
 
     Every check happens in ``build`` before the run folder exists. With ``ctx.resume`` the run
     in that folder continues from its last checkpoint; it must hold the same config.
@@ -62,7 +65,7 @@ class Train:
             keys=("model", "pe", "task", "seed"),
             pairs=("seed",),
             main=True,
-            description="one row: how training ended and the validation scores",
+            description="one row: how training ended, and the validation (val_…) and test (test_…) scores",
         ),
     )
 
@@ -74,12 +77,15 @@ class Train:
         device = setup.place(ctx.device)
         task, ev, choices = setup.task, setup.eval, setup.config["choices"]
         size = task.input_size(setup.train.seq_len)
-        final = task.eval_set(size, ev.max_windows)
+        held_out = {split: task.eval_set(size, ev.max_windows, split) for split in SPLITS}
         with ctx.running(run_name(choices), setup.config) as run:
             started = time.perf_counter()
             on_log = ctx.stage(f"train {choices['model']}/{choices['pe']}/{choices['task']}", setup.train.steps)
             result = fit(setup, run, on_log, resume=ctx.resume is not None)
-            scores = evaluate(setup.model, *final, batch_size=ev.batch_size, device=device)
+            scores = {
+                split: evaluate(setup.model, *data, batch_size=ev.batch_size, device=device)
+                for split, data in held_out.items()
+            }
             row = {
                 "model": choices["model"],
                 "pe": choices["pe"],
@@ -93,6 +99,6 @@ class Train:
                 "seconds": time.perf_counter() - started,
             }
             # the loss at every position, for sequences (an image has one label)
-            extra = {"per_position_loss": scores["per_position"]} if "per_position" in scores else {}
+            extra = {"per_position_loss": scores["test"]["per_position"]} if "per_position" in scores["test"] else {}
             run.update_summary(device=str(device), attention_backend=setup.model.attention_backend, **extra, **row)
             return ctx.write(run, self.tables, {"table": pd.DataFrame([row])})

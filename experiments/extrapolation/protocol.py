@@ -83,7 +83,11 @@ TABLES = (
         keys=("pe", "scale", "finetune_steps", "metric"),
         pairs=("seed",),
         main=True,
-        description="one row per cell, fine-tune and metric; one column per evaluated length",
+        description=(
+            "one row per cell, fine-tune and metric (exact_match, accuracy, loss; or bpb, ppl) on the test split; "
+            "one column per evaluated length; items: the sequences scored at a length (the fewest over lengths), "
+            "chance: the metric's score by guessing (the unigram baseline for bpb)"
+        ),
     ),
     TableSpec(
         "per_position",
@@ -93,9 +97,10 @@ TABLES = (
     ),
     TableSpec(
         "depth",
-        keys=("pe", "scale", "finetune_steps", "depth"),
+        keys=("pe", "scale", "finetune_steps", "metric", "depth"),
         pairs=("seed",),
-        description="answer accuracy by depth of the key and length (passkey)",
+        description="exact match and digit accuracy by depth of the key and length (passkey), test split, "
+        "items sequences in every cell",
     ),
 )
 
@@ -122,7 +127,8 @@ def extrapolate(
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
     devices = [cell.setup.place(ctx.device) for cell in cells]
     task = cells[0].setup.task
-    metrics = ("accuracy", "loss") if task.answer_only else ("bpb", "ppl")
+    metrics = ("exact_match", "accuracy", "loss") if task.answer_only else ("bpb", "ppl")
+    chance = task.chance() if task.answer_only else {"bpb": task.unigram_bits_per_byte()}
     config = {
         "lengths": lengths,
         "finetune_steps": finetune_steps,
@@ -140,7 +146,7 @@ def extrapolate(
             model_of = models[cell.key]
             trained_at = {k: model_of.record[k] for k in TRAINED_AT}
             for ft in [0, finetune_steps] if finetune_steps else [0]:
-                values = {m: {} for m in metrics}
+                values, items = {m: {} for m in metrics}, []
                 head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "seed": cell.setup.seed}
                 for length in lengths:
                     model = copy.deepcopy(model_of.model)
@@ -157,27 +163,47 @@ def extrapolate(
                         continue
                     for m in metrics:
                         values[m][str(length)] = scores[m]
+                    items.append(scores["items"])
                     for a, b, loss in buckets(scores["loss_sum"], scores["count"], n_buckets):
                         positions.append(
                             {**head, "length": length, "start": a, "end": b, "loss": loss, "bits": loss / math.log(2)}
                         )
-                    for depth, acc in scores["groups"].items():
-                        depth_rows.append({**head, "length": length, "depth": depth, "accuracy": acc})
+                    for depth, got in scores["groups"].items():
+                        for m in ("exact_match", "accuracy"):
+                            depth_rows.append(
+                                {
+                                    **head,
+                                    "metric": m,
+                                    "length": length,
+                                    "depth": depth,
+                                    "value": got[m],
+                                    "items": got["items"],
+                                }
+                            )
+                n = min(items, default=0)
                 for m in metrics:
-                    rows.append({**head, "metric": m, **values[m], **trained_at})
+                    rows.append(
+                        {
+                            **head,
+                            "metric": m,
+                            **values[m],
+                            "split": "test",
+                            "items": n,
+                            "chance": chance.get(m),
+                            **trained_at,
+                        }
+                    )
         tables = {"table": pd.DataFrame(rows), "per_position": pd.DataFrame(positions)}
         if depth_rows:
-            depth = (
-                pd.DataFrame(depth_rows)
-                .pivot_table(
-                    index=["pe", "scale", "finetune_steps", "seed", "depth"], columns="length", values="accuracy"
-                )
-                .reset_index()
-            )
+            long = pd.DataFrame(depth_rows)
+            index = ["pe", "scale", "finetune_steps", "seed", "metric", "depth"]
+            depth = long.pivot_table(index=index, columns="length", values="value", sort=False).reset_index()
             depth.columns = [str(c) for c in depth.columns]
+            cells_n = long.groupby(index, sort=False)["items"].min().reset_index()  # the same at every length
+            depth = depth.merge(cells_n, on=index).assign(split="test", chance=lambda d: d.metric.map(chance))
             ended = pd.DataFrame([{"pe": c.pe, **{k: models[c.key].record[k] for k in TRAINED_AT}} for c in cells])
             tables["depth"] = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
-            plot_depth(tables["depth"], run.path)
+            plot_depth(tables["depth"][tables["depth"].metric == "exact_match"], run.path)
         plot(
             tables["table"], tables["per_position"], metrics[0], train_len=cells[0].setup.train.seq_len, folder=run.path
         )

@@ -1,7 +1,9 @@
 """One rescaled model scored at one length, and fine-tuning at a length.
 
-Text is scored in bits per byte and perplexity over non-overlapping validation windows, a
-generated task by answer accuracy; the per-position loss is averaged over position buckets.
+Everything is scored on the task's test split (training stopped on its validation split). Text
+is scored in bits per byte and perplexity over non-overlapping test windows, a generated task by
+exact match of whole answers and by answer-token accuracy; the per-position loss is averaged
+over position buckets.
 """
 
 from __future__ import annotations
@@ -22,33 +24,47 @@ from posenc.tasks.base import SequenceTask
 def score(
     model: torch.nn.Module, task: SequenceTask, length: int, setup: Setup, device: torch.device
 ) -> dict[str, Any]:
-    """Scores at one length; a task with depths (passkey) is scored per depth, then pooled.
+    """Scores on the test split at one length; a retrieval task (passkey) is scored per depth on
+    the same number of sequences at every length and depth (``task.trials``), then pooled.
 
-    ``eval.max_windows`` caps the windows at the training length; at L there are
-    max_windows · train_len / L of them, so every length reads the same bytes of a corpus.
+    Text: ``eval.max_windows`` caps the windows at the training length; at L there are
+    max_windows · train_len / L of them, so every length reads the same bytes of the test split
+    (all of it when the cap is null). ``items`` is the number of sequences scored.
     """
     train_len, cap = setup.train.seq_len, setup.eval.max_windows
-    x, y = task.eval_set(length, None if cap is None else max(1, cap * train_len // length))
+    retrieval = task.retrieval_set(length, "test")
+    if retrieval is None:
+        x, y = task.eval_set(length, None if cap is None else max(1, cap * train_len // length), "test")
+        groups = {None: slice(None)}
+    else:
+        (x, y), depths = retrieval, task.retrieval_depths()
+        groups = {float(d): depths == d for d in depths.unique()}
     batch = max(1, setup.eval.batch_size * train_len // length)  # same tokens per batch at every length
-    depths = task.window_depths(len(x))
-    groups = {None: slice(None)} if depths is None else {float(d): depths == d for d in depths.unique()}
     loss_sum = torch.zeros(length, dtype=torch.float64)  # (s,) summed loss of scored targets
     count = torch.zeros(length, dtype=torch.float64)  # (s,) number of scored targets
-    correct, by_depth = 0.0, {}
+    correct, exact, items, by_depth = 0.0, 0, 0, {}
     for depth, rows in groups.items():
         scores = evaluate(model, x[rows], y[rows], batch_size=batch, device=device)
         c = (y[rows] != IGNORE_INDEX).sum(0).double()
         loss_sum += torch.tensor(scores["per_position"], dtype=torch.float64) * c
         count += c
         correct += scores["accuracy"] * float(c.sum())
+        exact += round(scores["exact_match"] * scores["items"])
+        items += scores["items"]
         if depth is not None:
-            by_depth[depth] = scores["accuracy"]
+            by_depth[depth] = {
+                "exact_match": scores["exact_match"],
+                "accuracy": scores["accuracy"],
+                "items": scores["items"],
+            }
     loss = float(loss_sum.sum() / count.sum())
     return {
         "loss": loss,
         "bpb": loss / math.log(2),
         "ppl": math.exp(min(loss, 700.0)),
         "accuracy": correct / float(count.sum()),
+        "exact_match": exact / items,
+        "items": items,
         "loss_sum": loss_sum,
         "count": count,
         "groups": by_depth,

@@ -46,7 +46,11 @@ def evaluate(
 
     A language model gives (b, s, V) logits for (n, s) targets; a classifier (b, C) logits for
     (n,) targets. Returns the mean loss (nats) over scored targets, the same in bits, perplexity,
-    accuracy, and for sequences the mean loss at every position (``per_position``, length s).
+    accuracy (of scored targets), ``exact_match`` (the fraction of items whose scored targets
+    are all right: for an answer span scored under teacher forcing this equals greedy decoding's
+    exact match, since a greedy decode that has been right so far sees the teacher's prefix),
+    ``items`` (the inputs with at least one scored target), and for sequences the mean loss at
+    every position (``per_position``, length s).
     """
     was_training = model.training
     model.eval()
@@ -54,6 +58,7 @@ def evaluate(
     loss_sum = torch.zeros(shape, dtype=torch.float64)
     count = torch.zeros(shape, dtype=torch.float64)
     correct = 0
+    exact, items = 0, 0
     for i in range(0, len(inputs), batch_size):
         x = inputs[i : i + batch_size].to(device)
         y = targets[i : i + batch_size].to(device)
@@ -64,7 +69,11 @@ def evaluate(
         mask = y != IGNORE_INDEX
         loss_sum += (loss * mask).sum(0).double().cpu()
         count += mask.sum(0).double().cpu()
-        correct += int(((logits.argmax(-1) == y) & mask).sum())
+        right = logits.argmax(-1) == y
+        correct += int((right & mask).sum())
+        scored = mask.reshape(len(y), -1).any(1)  # (b,) items with a scored target
+        items += int(scored.sum())
+        exact += int(((right | ~mask).reshape(len(y), -1).all(1) & scored).sum())
     model.train(was_training)
     total = float(count.sum())
     if total == 0:
@@ -75,6 +84,8 @@ def evaluate(
         "bits": mean / math.log(2),
         "ppl": math.exp(min(mean, 700.0)),
         "accuracy": correct / total,
+        "exact_match": exact / items,
+        "items": items,
     }
     if loss_sum.dim():
         scores["per_position"] = (loss_sum / count.clamp(min=1)).tolist()

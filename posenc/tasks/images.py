@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import ImageTask
+from posenc.tasks.base import SPLITS, EvalSplit, ImageTask, stream_seed
 
 Label = Literal["quadrant", "above", "left", "shape"]
 LABELS: dict[str, int] = {"quadrant": 4, "above": 2, "left": 2, "shape": 4}
@@ -64,7 +64,14 @@ class ShapesTask(ImageTask):
         self.label, self.resolution, self.val_size, self.noise, self.seed = label, resolution, val_size, noise, seed
         self.num_classes = LABELS[label]
         self.name = f"shapes-{label}"
-        self._val = self.scenes(val_size, torch.Generator().manual_seed(10_007 * seed + 1))
+        # validation and test scenes from streams of their own (validation's as it always was)
+        self._held_out = {
+            split: self.scenes(val_size, torch.Generator().manual_seed(self._seed(split, 1))) for split in SPLITS
+        }
+
+    def _seed(self, split: EvalSplit, part: int) -> int:
+        """The seed of a held-out split's scenes (part 1) or noise (part 2)."""
+        return 10_007 * self.seed + part if split == "val" else stream_seed(self.name, self.seed, split, part)
 
     def scenes(self, n: int, g: torch.Generator) -> dict[str, torch.Tensor]:
         """Continuous parameters of ``n`` scenes (positions in [0, 1]) and their labels."""
@@ -124,9 +131,12 @@ class ShapesTask(ImageTask):
         scenes = self.scenes(batch_size, generator)
         return self.render(scenes, size, generator), scenes["label"]
 
-    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation scenes rendered at ``size`` = res pixels: (n, 3, res, res) and (n,) labels."""
+    def eval_set(
+        self, size: int, max_items: int | None = None, split: EvalSplit = "val"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed scenes of ``split`` (``val_size`` each) rendered at ``size`` = res pixels:
+        (n, 3, res, res) and (n,) labels."""
         n = min(self.val_size, max_items or self.val_size)
-        scenes = {k: v[:n] for k, v in self._val.items()}
-        noise = torch.Generator().manual_seed(10_007 * self.seed + 2)
+        scenes = {k: v[:n] for k, v in self._held_out[split].items()}
+        noise = torch.Generator().manual_seed(self._seed(split, 2))
         return self.render(scenes, size, noise), scenes["label"]

@@ -18,15 +18,15 @@ from typing import ClassVar
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import IGNORE_INDEX, SequenceTask
+from posenc.tasks.base import IGNORE_INDEX, EvalSplit, SequenceTask, stream_seed
 
 
 class OrderTask(SequenceTask):
     """Who comes first: two actors among fillers, answer at the final query token.
 
     Vocabulary: fillers ``0..n_fillers-1``, actors ``n_fillers..n_fillers+n_actors-1``, then the
-    query token. ``eval_size`` validation sequences are drawn from ``eval_seed``, so every model
-    is scored on the same ones.
+    query token. ``eval_size`` validation sequences are drawn from ``eval_seed`` and as many test
+    sequences from a stream of their own, so every model is scored on the same ones.
     """
 
     order_labels: ClassVar[bool] = True  # labels depend only on order: `posenc order` uses it
@@ -68,10 +68,13 @@ class OrderTask(SequenceTask):
     def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return self.sample(batch_size, size, generator)
 
-    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The fixed validation set at ``size`` tokens (``eval_size`` sequences, or ``max_items`` if fewer)."""
+    def eval_set(
+        self, size: int, max_items: int | None = None, split: EvalSplit = "val"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fixed set of ``split`` at ``size`` tokens (``eval_size`` sequences, or ``max_items`` if fewer)."""
         n = self.eval_size if max_items is None else min(self.eval_size, max_items)
-        return self.sample(n, size, torch.Generator().manual_seed(self.eval_seed))
+        seed = self.eval_seed if split == "val" else stream_seed(self.name, self.eval_seed, split)
+        return self.sample(n, size, torch.Generator().manual_seed(seed))
 
     def describe(self) -> dict[str, float | str]:
         return {"task": self.name, "vocab_size": self.vocab_size, "chance_accuracy": self.chance_accuracy}

@@ -3,9 +3,10 @@ its answer only.
 
 A task draws whole token sequences (n, s+1) and a mask of the answer tokens; the LM inputs are
 the first s tokens and the targets the next tokens, with ``IGNORE_INDEX`` wherever the target is
-not an answer, so ``posenc.engine.evaluation.evaluate`` reports answer accuracy. Validation windows come
-from a generator seeded by the task's seed and the length: the same length always gives the same
-windows, whatever was trained before.
+not an answer, so ``posenc.engine.evaluation.evaluate`` reports answer accuracy. Validation and
+test windows come from generators seeded by the task's seed, the length and the split, apart from
+each other and from the training stream: the same length always gives the same windows, whatever
+was trained before.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import IGNORE_INDEX, SequenceTask
+from posenc.tasks.base import IGNORE_INDEX, SPLITS, EvalSplit, SequenceTask, stream_seed
 
 
 def lm_pairs(tokens: torch.Tensor, answer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,10 +50,20 @@ class SyntheticTask(SequenceTask):
     def train_batch(self, batch_size: int, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return lm_pairs(*self.sample(batch_size, size, generator))
 
-    def eval_generator(self, seq_len: int) -> torch.Generator:
-        return torch.Generator().manual_seed(1_000_003 * (self.seed + 1) + seq_len)
+    def eval_generator(self, seq_len: int, split: EvalSplit = "val", *cell: float) -> torch.Generator:
+        """The seed stream of ``split`` at ``seq_len`` (and of a ``cell`` within it, a depth):
+        validation at seed 1_000_003·(seed + 1) + length as always; test, and every cell, at a
+        hash of (task, seed, split, length, cell), so no two share a stream. Training batches come
+        from the run's own generator."""
+        if split not in SPLITS:
+            raise ValueError(f"split '{split}' is not one of: {', '.join(SPLITS)}")
+        if split == "val" and not cell:
+            return torch.Generator().manual_seed(1_000_003 * (self.seed + 1) + seq_len)
+        return torch.Generator().manual_seed(stream_seed(self.name, self.seed, split, seq_len, *cell))
 
-    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``eval_size`` (at most ``max_items``) fixed validation sequences of ``size`` tokens."""
+    def eval_set(
+        self, size: int, max_items: int | None = None, split: EvalSplit = "val"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``eval_size`` (at most ``max_items``) fixed sequences of ``split`` at ``size`` tokens."""
         n = self.eval_size if max_items is None else min(self.eval_size, max_items)
-        return lm_pairs(*self.sample(n, size, self.eval_generator(size)))
+        return lm_pairs(*self.sample(n, size, self.eval_generator(size, split)))

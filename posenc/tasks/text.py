@@ -2,8 +2,9 @@
 
 The default corpus is the documentation that ships inside every CPython (``pydoc_data.topics``),
 so a run needs no download; ``source: stdlib`` reads the standard library's own sources;
-``path`` takes any file as bytes. The split is deterministic: the first ``1 - val_fraction`` of
-the bytes train, the rest validate.
+``path`` takes any file as bytes. The split is deterministic: the first
+``1 - val_fraction - test_fraction`` of the bytes train, the next ``val_fraction`` validate (and
+stop training), the last ``test_fraction`` are the test split the tables report.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import ClassVar, Literal
 import torch
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.base import Criterion, SequenceTask
+from posenc.tasks.base import Criterion, EvalSplit, SequenceTask
 
 
 def builtin_corpus(source: Literal["pydoc", "stdlib"], max_bytes: int | None = None) -> bytes:
@@ -54,9 +55,15 @@ class TextTask(SequenceTask):
         source: Literal["pydoc", "stdlib"] = "pydoc",
         val_fraction: float = 0.1,
         max_bytes: int | None = None,
+        test_fraction: float = 0.1,
     ) -> None:
         if not 0.0 < val_fraction < 1.0:
             raise ConfigError(f"task.val_fraction must be in (0, 1), got {val_fraction}")
+        if not 0.0 < test_fraction < 1.0 or val_fraction + test_fraction >= 1.0:
+            raise ConfigError(
+                f"task.test_fraction must be in (0, 1) and leave bytes to train beside task.val_fraction, "
+                f"got {test_fraction} and {val_fraction}"
+            )
         if path is not None:
             p = Path(path).expanduser()
             if not p.exists():
@@ -70,9 +77,14 @@ class TextTask(SequenceTask):
         else:
             data = builtin_corpus(source, max_bytes)
             self.name = source
-        cut = int(len(data) * (1 - val_fraction))
+        val_start = int(len(data) * (1 - val_fraction - test_fraction))
+        test_start = int(len(data) * (1 - test_fraction))
         all_bytes = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        self.splits = {"train": all_bytes[:cut], "val": all_bytes[cut:]}
+        self.splits = {
+            "train": all_bytes[:val_start],
+            "val": all_bytes[val_start:test_start],
+            "test": all_bytes[test_start:],
+        }
 
     def check_length(self, seq_len: int, split: str = "train") -> None:
         """A window of ``seq_len`` inputs needs ``seq_len + 1`` bytes of the split."""
@@ -93,9 +105,11 @@ class TextTask(SequenceTask):
         chunk = data[idx].long()
         return chunk[:, :-1], chunk[:, 1:]
 
-    def eval_set(self, size: int, max_items: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Non-overlapping windows over the validation split: (n, s) inputs and targets."""
-        data = self.splits["val"]
+    def eval_set(
+        self, size: int, max_items: int | None = None, split: EvalSplit = "val"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Non-overlapping windows over ``split`` (from its start): (n, s) inputs and targets."""
+        data = self.splits[split]
         n = (len(data) - 1) // size
         if max_items is not None:
             n = min(n, max_items)
@@ -104,15 +118,16 @@ class TextTask(SequenceTask):
         return x, y
 
     def unigram_bits_per_byte(self) -> float:
-        """Cross-entropy of validation bytes under train byte frequencies (add-one), in bits."""
+        """Cross-entropy of test bytes under train byte frequencies (add-one), in bits."""
         counts = torch.bincount(self.splits["train"].long(), minlength=256).double() + 1.0
         logp = (counts / counts.sum()).log2()
-        return float(-logp[self.splits["val"].long()].mean())
+        return float(-logp[self.splits["test"].long()].mean())
 
     def describe(self) -> dict[str, float | str]:
         return {
             "corpus": self.name,
             "train_bytes": len(self.splits["train"]),
             "val_bytes": len(self.splits["val"]),
+            "test_bytes": len(self.splits["test"]),
             "unigram_bpb": self.unigram_bits_per_byte(),
         }

@@ -46,6 +46,9 @@ def test_end_to_end_table_files_and_cache(cli, tmp_path):
         "metric",
         "16",
         "32",
+        "split",
+        "items",
+        "chance",
         "steps",
         "criterion",
         "target",
@@ -113,15 +116,21 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     table = pd.read_csv(run / "table.csv")
     # --scale yarn comes with its unscaled baseline
     assert list(zip(table.scale, table.finetune_steps, table.metric)) == [
-        (s, ft, m) for s in ("none", "yarn") for ft in (0, 2) for m in ("accuracy", "loss")
+        (s, ft, m) for s in ("none", "yarn") for ft in (0, 2) for m in ("exact_match", "accuracy", "loss")
     ]
-    assert table[["16", "24"]].loc[table.metric == "accuracy"].stack().between(0, 1).all()
+    assert table[["16", "24"]].loc[table.metric != "loss"].stack().between(0, 1).all()
+    # every cell scores task.trials (64) sequences at each of the 5 depths, on the test split
+    assert (table["items"] == 320).all() and (table.split == "test").all()
+    assert table.set_index("metric").chance.loc["accuracy"].eq(0.1).all()
     assert (run / "depth.png").stat().st_size > 0
     depth = pd.read_csv(run / "depth.csv")
-    assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[:7]) == [
-        *("pe", "scale", "finetune_steps", "seed", "depth", "16", "24")
+    assert sorted(set(depth.depth)) == [0.0, 0.25, 0.5, 0.75, 1.0] and list(depth.columns[:8]) == [
+        *("pe", "scale", "finetune_steps", "seed", "metric", "depth", "16", "24")
     ]
-    assert list(depth.columns[7:]) == ["steps", "criterion", "target", "reached_target", "target_step"]
+    assert list(depth.columns[8:]) == [
+        *("items", "split", "chance", "steps", "criterion", "target", "reached_target", "target_step")
+    ]
+    assert (depth["items"] == 64).all() and set(depth.metric) == {"exact_match", "accuracy"}
     assert (depth.steps == 4).all() and not depth.reached_target.any()  # 4 steps: short of 0.95
     assert (table.steps == 4).all() and not table.reached_target.any() and table.target_step.isna().all()
     [cache] = (tmp_path / "cache").iterdir()  # the trained model's folder records how its training ended

@@ -54,8 +54,8 @@ def test_an_image_model_and_task_run_through_the_same_protocol(tmp_path):
                 images[i, :, row : row + 2, col[i] : col[i] + 2] = 1.0
             return images, label
 
-        def eval_set(self, size, max_items=None):
-            return self.train_batch(max_items or 64, size, torch.Generator().manual_seed(5))
+        def eval_set(self, size, max_items=None, split="val"):
+            return self.train_batch(max_items or 64, size, torch.Generator().manual_seed(5 + (split == "test")))
 
     def cell(pe, name):
         setup = Setup(

@@ -51,13 +51,17 @@ def test_a_run_writes_its_table_summary_and_provenance_and_reports_progress(tmp_
     row = result.table.iloc[0]
     assert list(result.table.columns) == [
         *("model", "pe", "task", "seed", "steps", "criterion", "target", "reached_target", "target_step"),
-        *("params", "train_loss", "seq_len", "val_loss", "val_bpb", "val_ppl", "val_accuracy", "unigram_bpb"),
-        *("tokens_per_s", "seconds"),
+        *("params", "train_loss", "seq_len"),
+        *("val_loss", "val_bpb", "val_ppl", "val_accuracy", "val_items"),
+        *("test_loss", "test_bpb", "test_ppl", "test_accuracy", "test_items"),
+        *("unigram_bpb", "tokens_per_s", "seconds"),
     ]
     assert (row.model, row.pe, row.task, row.seed, row.steps, row.seq_len) == ("lm_tiny", "rope", "text", 2, 4, 32)
     written = pd.read_csv(run / "table.csv")
     assert list(written.columns) == list(result.table.columns)
     assert written.loc[0, "val_bpb"] == pytest.approx(row.val_bpb) == pytest.approx(row.val_loss / 0.6931471805599453)
+    # the held-out splits are scored apart: the test split's windows are not the validation's
+    assert row.test_loss != row.val_loss and row.val_items > 0 and row.test_items > 0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["table"] == "table" and summary["device"] == "cpu"
     assert summary["attention_backend"] == build(compose(TINY)).model.attention_backend == "sdpa"  # chosen once
@@ -72,10 +76,11 @@ def test_an_image_task_brings_its_own_columns(tmp_path):
     result = Train().run(compose(VIT), RunContext(tmp_path))
     columns = list(result.table.columns)
     assert columns[columns.index("train_loss") + 1 :] == [
-        *("resolution", "val_loss", "val_accuracy", "chance", "images_per_s", "seconds")
+        *("resolution", "val_loss", "val_accuracy", "val_items", "test_loss", "test_accuracy", "test_items"),
+        *("chance", "images_per_s", "seconds"),
     ]
     row = result.table.iloc[0]
-    assert row.resolution == 32 and row.chance == 0.25 and 0 <= row.val_accuracy <= 1
+    assert row.resolution == 32 and row.chance == 0.25 and 0 <= row.val_accuracy <= 1 and 0 <= row.test_accuracy <= 1
     summary = result.run.read_summary()
     assert "per_position_loss" not in summary and summary["status"] == "completed"
 

@@ -59,22 +59,33 @@ def test_the_defaults_a_task_inherits():
 
 
 def test_train_columns_are_the_tasks_own():
-    scores = {"loss": 0.6931471805599453, "bits": 1.0, "ppl": 2.0, "accuracy": 0.25}
-    assert CopyTask().train_columns(64, scores, 1000.0) == {
+    val = {"loss": 0.6931471805599453, "bits": 1.0, "ppl": 2.0, "accuracy": 0.25, "exact_match": 0.125, "items": 8}
+    test = {**val, "accuracy": 0.5, "items": 16}
+    assert CopyTask().train_columns(64, {"val": val, "test": test}, 1000.0) == {
         "seq_len": 64,
         "val_loss": 0.6931471805599453,
         "val_bpb": 1.0,
         "val_ppl": 2.0,
         "val_accuracy": 0.25,
+        "val_exact_match": 0.125,
+        "val_items": 8,
+        "test_loss": 0.6931471805599453,
+        "test_bpb": 1.0,
+        "test_ppl": 2.0,
+        "test_accuracy": 0.5,
+        "test_exact_match": 0.125,
+        "test_items": 16,
         "tokens_per_s": 1000.0,
     }
     text = TextTask(max_bytes=5000)
-    assert text.train_columns(64, scores, 1000.0)["unigram_bpb"] == pytest.approx(text.unigram_bits_per_byte())
+    columns = text.train_columns(64, {"test": test}, 1000.0)
+    assert columns["unigram_bpb"] == pytest.approx(text.unigram_bits_per_byte()) and "test_exact_match" not in columns
     # 3 x 16 x 16 = 768 input elements an image
-    assert ShapesTask(resolution=16, val_size=2).train_columns(16, scores, 7680.0) == {
+    assert ShapesTask(resolution=16, val_size=2).train_columns(16, {"test": test}, 7680.0) == {
         "resolution": 16,
-        "val_loss": 0.6931471805599453,
-        "val_accuracy": 0.25,
+        "test_loss": 0.6931471805599453,
+        "test_accuracy": 0.5,
+        "test_items": 16,
         "chance": 0.25,
         "images_per_s": 10.0,
     }

@@ -23,8 +23,9 @@ def write_folder(root, classes=("cat", "dog"), per_class=5, size=(20, 12)):
 def test_image_folder_loads_resizes_and_splits(image_roots):
     task = TorchvisionTask("image_folder", root=str(image_roots["image_folder"]), resolution=8, val_fraction=0.2)
     assert task.num_classes == 2 and task.classes == ["cat", "dog"] and task.in_channels == 3
-    assert len(task.train_labels) == 8 and len(task.val_labels) == 2
-    x, y = task.eval_set(task.input_size(128))
+    # 10 images: 2 held out as the test split, 1 of the other 8 to validate
+    assert len(task.train_labels) == 7 and len(task.val_labels) == 1 and len(task.test_labels) == 2
+    x, y = task.eval_set(task.input_size(128), split="test")
     assert x.shape == (2, 3, 8, 8)
     # every image is one flat colour: the pixel value tells class and index back
     for img, label in zip(x, y):
@@ -37,8 +38,9 @@ def test_image_folder_loads_resizes_and_splits(image_roots):
 def test_image_folder_train_and_val_folders(tmp_path):
     write_folder(tmp_path / "train", per_class=3)
     write_folder(tmp_path / "val", per_class=2)
-    task = TorchvisionTask("image_folder", root=str(tmp_path), resolution=4)
-    assert len(task.train_labels) == 6 and task.val_labels.tolist() == [0, 0, 1, 1]
+    task = TorchvisionTask("image_folder", root=str(tmp_path), resolution=4, val_fraction=0.34)
+    # val/ is the test split; validation is 2 of the 6 training images
+    assert len(task.train_labels) == 4 and len(task.val_labels) == 2 and task.test_labels.tolist() == [0, 0, 1, 1]
 
 
 def test_image_folder_missing_or_empty(tmp_path):
@@ -53,15 +55,17 @@ def test_image_folder_missing_or_empty(tmp_path):
 
 def test_mnist_from_idx_files(image_roots):
     task = TorchvisionTask("mnist", root=str(image_roots["mnist"]), resolution=16)
-    assert task.in_channels == 1 and task.num_classes == 10 and len(task.train_labels) == 12
-    x, y = task.eval_set(16)
+    # 12 training images: 1 held out to validate; the 4 test images are the test split
+    assert task.in_channels == 1 and task.num_classes == 10 and len(task.train_labels) == 11
+    assert len(task.val_labels) == 1
+    x, y = task.eval_set(16, split="test")
     assert x.shape == (4, 1, 16, 16) and y.tolist() == [0, 1, 2, 3]
 
 
 def test_cifar10_from_pickles(image_roots):
     task = TorchvisionTask("cifar10", root=str(image_roots["cifar10"]), resolution=32, val_size=2)
-    assert task.train_images.shape == (15, 3, 32, 32) and task.train_images.dtype == torch.uint8
-    x, y = task.eval_set(32)
+    assert task.train_images.shape == (14, 3, 32, 32) and task.train_images.dtype == torch.uint8
+    x, y = task.eval_set(32, split="test")
     assert x.shape == (2, 3, 32, 32) and y.tolist() == [1, 2]
 
 
