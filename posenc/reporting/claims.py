@@ -14,11 +14,17 @@ import pandas as pd
 
 from posenc.reporting.estimates import (
     ACCURACY_GAP,
+    AGREES,
+    DISAGREES,
+    INCONCLUSIVE,
     Estimate,
+    Family,
+    Test,
     accuracy,
     completed,
     difference,
     estimate,
+    items,
     per_seed,
     select,
 )
@@ -33,6 +39,7 @@ from posenc.reporting.tables import (
     Meta,
     Section,
     Tables,
+    about,
     as_trained,
     encoding,
     ext_table,
@@ -44,12 +51,21 @@ from posenc.reporting.tables import (
     order_rows,
     pixels,
     present,
+    ranking,
     resolution_table,
     rise,
+    rises,
     schemes_where,
     train_px,
+    unigram_baseline,
     unscaled,
 )
+
+
+def zero_of(values: dict) -> dict:
+    """{seed: 0.0} for the seeds of ``values``: the arm a change is tested against."""
+    return dict.fromkeys(values, 0.0)
+
 
 TOL = 1e-5  # posenc.experiments.order.INVARIANCE_TOL: float32 sums in another order
 
@@ -207,15 +223,38 @@ def c5(tables: Tables, meta: Meta) -> Section:
         "![bits per byte against length](suite/extrapolation_text.png)",
         "",
     ]
-    verdicts = []
-    for pe in claim("C5").subject("schemes"):
-        if len(select(t, pe=pe)):
-            d = rise(t, pe)
-            verdicts.append(
-                f"{pe} rises by {d} bits per byte from {ns[0]} to {ns[-1]} "
-                f"({'it does not generalize' if d.above(0) else 'not separated from no change'})"
+    subjects = [pe for pe in claim("C5").subject("schemes") if len(select(t, pe=pe))]
+    family = Family(
+        "C5",
+        [Test.of(f"{pe}'s rise from {ns[0]} to {ns[-1]}", ">", rises(t, pe), zero_of(rises(t, pe))) for pe in subjects],
+        model=about(meta, TEXT.name, t)["model"],
+    )
+    s.families.append(family)
+    words = {AGREES: "it does not generalize", DISAGREES: "it improves", INCONCLUSIVE: "not separated from no change"}
+    verdicts = [
+        f"{pe} rises by {rise(t, pe)} bits per byte from {ns[0]} to {ns[-1]} ({words[o]})"
+        for pe, o in zip(subjects, family.outcomes())
+    ]
+    s.lines.append(
+        "**Shows:** "
+        + ("; ".join(verdicts) or "none of the claim's schemes ran")
+        + (f" — {family.verdict} ({family.correction_words()}):" if verdicts else ".")
+    )
+    s.lines += family.lines() if verdicts else []
+    unigram = unigram_baseline(t)
+    if unigram is not None:
+        plain = select(as_trained(t), metric="bpb")
+        broken = [
+            f"{pe} {e.mean:.3g}"
+            for pe in plain["pe"].unique()
+            if (e := estimate(plain, ns[-1], pe=pe)).n and e.mean >= unigram[0]
+        ]
+        if broken:
+            s.lines.append(
+                f"At {ns[-1]} bytes {', '.join(broken)} bits per byte lie at or above the corpus's unigram baseline "
+                f"of {unigram[0]:.3g}{unigram[1]}: those models no longer use their context there, so the longest "
+                "column ranks broken models."
             )
-    s.lines.append("**Shows:** " + ("; ".join(verdicts) or "none of the claim's schemes ran") + ".")
     return s
 
 
@@ -259,27 +298,25 @@ def c11(tables: Tables, meta: Meta) -> Section:
     best = {sc: estimate(rows, ns[-1], scale=sc, metric="bpb") for sc in rows["scale"].unique()}
     order = sorted((sc for sc in best if best[sc].n), key=lambda sc: best[sc].mean)
     plain = [sc for sc in unscaled(best) if best[sc].n]
-    gaps = [
-        (
-            sc,
-            Estimate.paired(
-                per_seed(rows, ns[-1], scale=sc, metric="bpb"), per_seed(rows, ns[-1], scale=plain[0], metric="bpb")
-            ),
-        )
-        for sc in order
-        if plain and sc != plain[0]
+    at = {sc: per_seed(rows, ns[-1], scale=sc, metric="bpb") for sc in order}
+    tests = [
+        Test.of(f"{sc} − {plain[0]} at {ns[-1]}", "<", at[sc], at[plain[0]]) for sc in order if plain and sc != plain[0]
     ]
+    family = Family("C11", tests, model=about(meta, TEXT.name, t)["model"])
+    s.families.append(family)
+    words = {AGREES: "better", DISAGREES: "worse", INCONCLUSIVE: "not separated"}
     s.lines.append(
-        f"**Shows:** at {ns[-1]} bytes the order from best to worst is {' < '.join(order)} "
+        f"**Shows:** at {ns[-1]} bytes the order from best to worst is {ranking(order, at)} "
         f"({'; '.join(f'{sc} {best[sc]}' for sc in order)})"
         + (
-            f"; paired by seed against {plain[0]}: "
-            + "; ".join(f"{sc} − {plain[0]} {g} ({_lower_is_better(g.verdict())})" for sc, g in gaps)
-            if gaps
-            else ""
+            f"; paired by seed against {plain[0]} ("
+            + ", ".join(f"{t.name.split(' − ')[0]} {words[o]}" for t, o in zip(tests, family.outcomes()))
+            + f"; {family.verdict}, {family.correction_words()}):"
+            if tests
+            else "."
         )
-        + "."
     )
+    s.lines += family.lines()
     return s
 
 
@@ -359,7 +396,21 @@ def c6(tables: Tables, meta: Meta) -> Section:
         for pe, p in t.groupby("pe", sort=False)
     ]
     pe = claim("C6").subject("scheme")
-    gain = difference(select(t, pe=pe), "rank_corr_trained", "rank_corr_init")
+    part = select(t, pe=pe)
+    gain = difference(part, "rank_corr_trained", "rank_corr_init")
+    family = Family(
+        "C6",
+        [
+            Test.of(
+                f"{pe}'s gain in rank correlation",
+                ">",
+                per_seed(part, "rank_corr_trained"),
+                per_seed(part, "rank_corr_init"),
+            )
+        ],
+        model=about(meta, RESOLUTION.name, t)["model"],
+    )
+    s.families.append(family)
     s.lines = [
         "Test: cosine similarity of every pair of position embeddings, Spearman-correlated with minus the grid "
         "distance of the two patches (1: similarity falls with distance); table `suite/resolution_similarity.csv`, "
@@ -369,10 +420,12 @@ def c6(tables: Tables, meta: Meta) -> Section:
         "",
         f"**Shows:** the 1D {pe} table gains {gain} in rank correlation with grid distance through training — "
         + (
-            "it learned the 2D neighbourhood from data."
-            if gain.above(0)
-            else "not separated from no change at this scale."
-        ),
+            "it learned some of the 2D neighbourhood from data"
+            if family.verdict == AGREES
+            else "not separated from no change at this scale"
+        )
+        + f" ({family.verdict}; {family.correction_words()}):",
+        *family.lines(),
     ]
     return s
 
@@ -423,7 +476,7 @@ def c7(tables: Tables, meta: Meta) -> Section:
 def c12(tables: Tables, meta: Meta) -> Section:
     s, subjects = start("C12"), claim("C12").subjects
     t, r = ext_table(tables), present(tables, RESOLUTION.name)
-    rows, shows = [], []
+    rows, shows, tests = [], [], []
     if r is not None and len(r):
         far, px = pixels(r)[-1], train_px(r)
         untuned = r[r["finetune_steps"] == 0]
@@ -444,11 +497,17 @@ def c12(tables: Tables, meta: Meta) -> Section:
             [(m, accuracy(p, far)) for m, p in vit.groupby("method", sort=False)], moves_grid, higher=True
         )
         if moved and raw:
-            gap = Estimate.paired(*(per_seed(vit, far, method=m) for m in (moved[0], raw[0])), ACCURACY_GAP)
+            test = Test.of(
+                f"ViT {moved[0]} − {raw[0]} at {far}",
+                ">",
+                *(per_seed(vit, far, method=m) for m in (moved[0], raw[0])),
+                bounds=ACCURACY_GAP,
+                items=items(vit),
+            )
+            tests.append(test)
             shows.append(
                 f"at {far} the ViT's {subjects['vit_scheme']} scores {moved[1]} with its coordinates moved "
-                f"onto the trained range ({moved[0]}) against {raw[1]} with raw ones; paired by seed "
-                f"{moved[0]} − {raw[0]} {gap}: {_helps(gap.verdict(), higher_is_better=True)}"
+                f"onto the trained range ({moved[0]}) against {raw[1]} with raw ones"
             )
     if t is not None:
         n, rope = lengths(t)[-1], subjects["scheme"]
@@ -471,11 +530,14 @@ def c12(tables: Tables, meta: Meta) -> Section:
             higher=False,
         )
         if moved and raw:
-            gap = Estimate.paired(*(per_seed(lm, n, scale=sc) for sc in (moved[0], raw[0])))
+            tests.append(
+                Test.of(
+                    f"LM {moved[0]} − {raw[0]} at {n}", "<", *(per_seed(lm, n, scale=sc) for sc in (moved[0], raw[0]))
+                )
+            )
             shows.append(
                 f"at {n} bytes the LM's {rope} scores {moved[1]} bits per byte with {moved[0]} (the best "
-                f"rescaling) against {raw[1]} raw; paired by seed {moved[0]} − {raw[0]} {gap}: "
-                f"{_helps(gap.verdict(), higher_is_better=False)}"
+                f"rescaling, picked after the fact, so the comparison is optimistic) against {raw[1]} raw"
             )
     if not rows:
         s.lines = missing(tables, RESOLUTION.name)
@@ -487,23 +549,16 @@ def c12(tables: Tables, meta: Meta) -> Section:
         "",
     ]
     if shows:
-        s.lines.append(
-            "**Shows:** " + "; ".join(shows) + ". The same operation — map the new positions into the range "
-            "the model was trained on — is what both columns vary; C7 and C11 give the full tables."
-        )
+        family = Family("C12", tests, model="ViT and LM of C7 and C11")
+        s.families.append(family)
+        s.lines += [
+            "**Shows:** " + "; ".join(shows) + f". Moving the coordinates helps: {family.verdict} "
+            f"({family.counts()}; {family.correction_words()}), paired by seed:",
+            *family.lines(),
+            "The same operation — map the new positions into the range the model was trained on — is what both "
+            "columns vary; C7 and C11 give the full tables.",
+        ]
     return s
-
-
-def _lower_is_better(verdict: str) -> str:
-    """Words for the paired verdict of a − b on a loss."""
-    return {"higher": "worse", "lower": "better"}.get(verdict, verdict)
-
-
-def _helps(verdict: str, higher_is_better: bool) -> str:
-    """Words for the paired verdict of moved − raw."""
-    if verdict == "no difference shown":
-        return "no difference shown"
-    return "moving helps" if (verdict == "higher") == higher_is_better else "moving hurts"
 
 
 def _best(

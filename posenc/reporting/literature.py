@@ -14,6 +14,7 @@ import yaml
 
 from posenc.core.errors import ConfigError
 from posenc.engine.config import config_root
+from posenc.reporting.estimates import Effect
 
 FILE = "findings.yaml"
 
@@ -32,6 +33,8 @@ class Entry:
     thresholds: dict[str, float] = field(default_factory=dict)
     order: dict[str, list[list[str]]] = field(default_factory=dict)
     prose: dict[str, str] = field(default_factory=dict)
+    margins: dict[str, float] = field(default_factory=dict)
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def subject(self, name: str) -> Any:
         if name not in self.subjects:
@@ -44,6 +47,23 @@ class Entry:
         if name not in self.thresholds:
             raise ConfigError(f"{FILE}: {self.key} has no threshold '{name}'")
         return float(self.thresholds[name])
+
+    def margin(self, name: str) -> float:
+        """An equivalence margin of the verdict's tests (``margins:``; its comment says why)."""
+        if name not in self.margins:
+            raise ConfigError(f"{FILE}: {self.key} has no margin '{name}'; it has: {', '.join(self.margins) or 'none'}")
+        return float(self.margins[name])
+
+    def effect(self, name: str) -> Effect | None:
+        """The paper's effect ``name`` (``effects:``: value, what it is, where the paper gives it), or
+        None where the paper gives no number for it."""
+        node = self.effects.get(name)
+        if node is None:
+            return None
+        missing = {"value", "of", "source"} - set(node)
+        if missing:
+            raise ConfigError(f"{FILE}: {self.key}.effects.{name} needs {', '.join(sorted(missing))}")
+        return Effect(float(node["value"]), str(node["of"]), str(node["source"]), bool(node.get("comparable", True)))
 
     def say(self, name: str, **values: Any) -> str:
         """The prose ``name`` with its ``{fields}`` filled in from ``values``."""
@@ -65,7 +85,19 @@ class Entry:
         return f"Published ({self.paper}{link}): {self.statement}{figures}"
 
 
-_FIELDS = ("title", "statement", "found", "paper", "arxiv", "numbers", "subjects", "thresholds", "order")
+_FIELDS = (
+    "title",
+    "statement",
+    "found",
+    "paper",
+    "arxiv",
+    "numbers",
+    "subjects",
+    "thresholds",
+    "order",
+    "margins",
+    "effects",
+)
 
 
 def _entry(key: str, node: dict[str, Any]) -> Entry:
@@ -82,6 +114,8 @@ def _entry(key: str, node: dict[str, Any]) -> Entry:
         dict(node.get("thresholds") or {}),
         dict(node.get("order") or {}),
         {k: str(v) for k, v in node.items() if k not in _FIELDS},
+        dict(node.get("margins") or {}),
+        dict(node.get("effects") or {}),
     )
 
 

@@ -22,6 +22,7 @@ from posenc.reporting.tables import (
     RELATIONAL,
     RESOLUTION,
     TEXT,
+    Section,
     Tables,
     check_tables,
     controls,
@@ -62,6 +63,95 @@ def _meta_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
+SIZE_COLUMNS = ("params", "model_size", "model.d_model")  # a table's key column for a scale sweep
+
+
+def model_sizes(tables: Tables) -> tuple[str, list[Any]]:
+    """The size column of a scale sweep and its values (ascending) in the tables that have it, or
+    ("", []) when no table varies the model's size."""
+    for column in SIZE_COLUMNS:
+        values = {v for t in tables.values() if column in t for v in t[column].dropna().unique()}
+        if len(values) > 1:
+            return column, sorted(values)
+    return "", []
+
+
+def of_size(tables: Tables, column: str, value: Any) -> Tables:
+    """Every table's rows of one model size (a table without the column is kept whole)."""
+    return {k: t[t[column] == value] if column in t else t for k, t in tables.items()}
+
+
+def sections(functions: Any, tables: Tables, meta: dict[str, Any]) -> list[Section]:
+    """Each section; in a scale sweep, one per model size, each family named with its size."""
+    column, values = model_sizes(tables)
+    if not values:
+        return [f(tables, meta) for f in functions]
+    out = []
+    for f in functions:
+        for value in values:
+            s = f(of_size(tables, column, value), meta)
+            s.key = f"{s.key} ({column} {value:g})" if isinstance(value, float) else f"{s.key} ({column} {value})"
+            for family in s.families:
+                family.model = f"{column} {value}" + (f": {family.model}" if family.model else "")
+                family.name = f"{family.name} ({column} {value})"
+            out.append(s)
+    return out
+
+
+def verdict_lines(done: list[Section], tables: Tables) -> list[str]:
+    """The verdict table: per family of tests its verdict, its tests, the correction, n (seeds and
+    items), the minimum detectable effects and the model; in a scale sweep, whether each verdict
+    moves with the model's size."""
+    rows = [
+        {
+            "claim or finding": f.name,
+            "verdict": f.verdict,
+            "tests": f.counts(),
+            "test": f.kinds(),
+            "correction": f.correction_words(),
+            "seeds": f.seeds(),
+            "items": f.items(),
+            "detectable effect (power 0.8)": f.mde_range(),
+            "model": f.model or "—",
+        }
+        for s in done
+        for f in s.families
+    ]
+    if not rows:
+        return []
+    lines = [
+        "## Verdicts",
+        "",
+        "Every verdict is a family of tests on paired-by-seed differences (paired t for a claimed difference, "
+        "TOST for a claimed equivalence within the margin `configs/findings.yaml` declares, a one-sided test "
+        "against the margin for ≲), corrected together: **agrees** when every test shows the published "
+        "relation, **disagrees** when any shows its opposite (the other sign, or a difference beyond the "
+        "margin), **inconclusive** otherwise. The detectable effect is the smallest difference each test "
+        "finds with power 0.8 at its n and the corrected level α/m (for TOST: the smallest margin it can "
+        "show when the true difference is 0); each section lists its tests, beside the paper's own effect "
+        "where the paper gives one.",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+    ]
+    column, values = model_sizes(tables)
+    if values:
+        by_name: dict[str, dict[Any, str]] = {}
+        for s in done:
+            for f in s.families:
+                base = f.name.rsplit(f" ({column} ", 1)[0]
+                by_name.setdefault(base, {})[f.model.split(":", 1)[0]] = f.verdict
+        for name, verdicts in by_name.items():
+            moves = len(set(verdicts.values())) > 1
+            lines.append(
+                f"- {name}: {'moves with scale' if moves else 'the same at every size'} — "
+                + "; ".join(f"{k} {v}" for k, v in verdicts.items())
+                + "."
+            )
+        lines.append("")
+    return lines
+
+
 def render(tables: Tables, meta: dict[str, Any]) -> str:
     """The report's Markdown (plots are referenced as ``suite/*.png``)."""
     lines = [
@@ -74,9 +164,11 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
         "the evaluation items per seed, each accuracy enters as the empirical logit log((k + ½)/(n − k + ½)), and the "
         "interval also spans the Wilson interval of the items pooled over seeds); "
         "where a seed scores exactly 0 or 1 and the items are not recorded, the percentile bootstrap of the mean "
-        "over seeds. Comparisons between schemes, scalings or methods are paired by seed: the t interval of the "
-        "per-seed differences (within [−1, 1] for accuracies), and a verdict says higher or lower only when that "
-        "interval excludes 0.",
+        'over seeds, and the line says so ("items unknown: bootstrap over seeds"); where they are, n gives them '
+        '("n=5, 512 items"). Tables with a `split` column are read on their test split. Comparisons between '
+        "schemes, scalings or methods are paired by seed: the t interval of the per-seed differences (for "
+        "accuracies within what the base allows, [−b, 1 − b] for a − b), and every verdict is a test corrected "
+        "within its family (see Verdicts).",
         "",
         *_meta_lines(meta),
     ]
@@ -104,15 +196,18 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
             *expected,
             "",
         ]
+    claims, findings = sections(CLAIMS, tables, meta), sections(FINDINGS, tables, meta)
+    lines += verdict_lines(claims + findings, tables)
     lines += ["## The seed document's claims", ""]
-    lines += [f(tables, meta).text() for f in CLAIMS]
+    lines += [s.text() for s in claims]
     lines += [
         "## Beside the published findings",
         "",
-        "Each paper's statement, figures and the thresholds of its verdict are in `configs/findings.yaml`.",
+        "Each paper's statement, figures, effects and the equivalence margins of its verdict are in "
+        "`configs/findings.yaml`.",
         "",
     ]
-    lines += [f(tables, meta).text() for f in FINDINGS]
+    lines += [s.text() for s in findings]
     return "\n".join(lines)
 
 

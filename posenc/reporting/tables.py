@@ -20,13 +20,23 @@ from typing import Any
 import pandas as pd
 
 from posenc.core.errors import ConfigError, UserError
-from posenc.engine.config import option_class, option_node, target_class
+from posenc.engine.config import instantiate, option_class, option_node, target_class
 from posenc.engine.context import TableSpec, main_table
 from posenc.launch.suite import SIDE_TABLES
 from posenc.pe.resample import MODES
-from posenc.reporting.estimates import Estimate, accuracy, change, completed, difference, estimate, under_target
+from posenc.reporting.estimates import (
+    Estimate,
+    Family,
+    accuracy,
+    change,
+    completed,
+    difference,
+    estimate,
+    under_target,
+)
 
 Tables = dict[str, pd.DataFrame]
+TEXT_TASK = "text"  # the task whose corpus the text table reads (its option name)
 Meta = dict[str, Any]
 
 
@@ -114,6 +124,7 @@ class Section:
     title: str
     statement: str
     lines: list[str] = field(default_factory=list)
+    families: list[Family] = field(default_factory=list)  # its verdicts: tests corrected together
 
     def text(self) -> str:
         body: list[str] = []
@@ -186,10 +197,16 @@ def pixels(table: pd.DataFrame) -> list[str]:
     )
 
 
+TEST_SPLIT = "test"  # the split a table's ``split`` column names for the held-out numbers
+
+
 def present(tables: Tables, name: str, everyone: bool = False) -> pd.DataFrame | None:
     """The completed rows of a table whose model reached its training target (``everyone``: also
-    those that did not learn), or None when the sweep did not run or nothing is left."""
+    those that did not learn), on the test split where the table has a ``split`` column, or None
+    when the sweep did not run or nothing is left."""
     t = completed(tables.get(name))
+    if t is not None and "split" in t and (t["split"] == TEST_SPLIT).any():
+        t = t[t["split"] == TEST_SPLIT]
     if t is not None and not everyone:
         t = t[~under_target(t)]
     return t if t is not None and len(t) else None
@@ -251,9 +268,27 @@ def ext_table(tables: Tables, name: str = TEXT.name) -> pd.DataFrame | None:
     return t[t["finetune_steps"] == 0] if "finetune_steps" in t else t
 
 
+ACCURACIES = ("exact_match", "accuracy")  # the metrics that are proportions, the primary one first
+
+
 def scorer(metric: str) -> Callable[..., Estimate]:
     """How a metric is estimated over seeds: accuracies with a bounded interval, others with t."""
-    return accuracy if metric == "accuracy" else estimate
+    return accuracy if metric in ACCURACIES else estimate
+
+
+def primary_metric(t: pd.DataFrame) -> str:
+    """The accuracy a retrieval table is read by: exact match of the whole answer where the table
+    records it, else per-item accuracy."""
+    recorded = set(t["metric"].unique()) if "metric" in t else set()
+    return next((m for m in ACCURACIES if m in recorded), ACCURACIES[-1])
+
+
+def chance_words(t: pd.DataFrame) -> str:
+    """ "; chance 0.1" where the table records its chance level (a ``chance`` column), else ""."""
+    if "chance" not in t or not t["chance"].notna().any():
+        return ""
+    values = sorted({f"{float(v):.3g}" for v in t["chance"].dropna()}, key=float)
+    return f"; chance {', '.join(values)}"
 
 
 def extrapolation_table(t: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -262,6 +297,27 @@ def extrapolation_table(t: pd.DataFrame, metric: str) -> pd.DataFrame:
     for (pe, scale), part in t[t["metric"] == metric].groupby(["pe", "scale"], sort=False):
         rows.append({"pe": pe, "scale": scale, **{n: str(score(part, n)) for n in lengths(t)}})
     return pd.DataFrame(rows)
+
+
+def unigram_baseline(t: pd.DataFrame) -> tuple[float, str] | None:
+    """The corpus's unigram bits per byte and where it comes from: the table's ``unigram_bpb`` where
+    it records it, else that of the text task's built-in corpus as this machine builds it."""
+    if "unigram_bpb" in t and t["unigram_bpb"].notna().any():
+        return float(t["unigram_bpb"].dropna().iloc[0]), ""
+    try:
+        value = float(instantiate(option_node("task", TEXT_TASK), "task").unigram_bits_per_byte())
+    except (ConfigError, OSError, ImportError):  # a corpus this machine cannot build: said so in the line
+        return None
+    return value, " (the table does not record it: computed from the text task's built-in corpus on this machine)"
+
+
+def ranking(order: list[str], per_seed_values: dict[str, dict]) -> str:
+    """ "a < b = c < d": neighbours with the same value in every seed are tied, not ordered."""
+    out = order[:1]
+    for prev, sc in zip(order, order[1:]):
+        same = per_seed_values[prev] == per_seed_values[sc] and per_seed_values[sc]
+        out.append(f"{'=' if same else '<'} {sc}")
+    return " ".join(out) + (" (= : identical in every seed)" if any(x.startswith("=") for x in out) else "")
 
 
 def multiple(t: pd.DataFrame) -> str:

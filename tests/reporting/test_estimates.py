@@ -33,7 +33,8 @@ def test_accuracy_at_0_or_1_uses_the_items_or_else_the_bootstrap_over_seeds():
     boot = bootstrap_interval([1.0, 1.0, 0.9])
     assert (without.low, without.high) == (boot["ci95_low"], boot["ci95_high"])
     assert 0.9 <= without.low <= without.high <= 1.0
-    assert str(Estimate.accuracy([0.0, 0.0])) == "0 [0, 0] (n=2)"
+    # the line says the items are unknown and the bootstrap stood in
+    assert str(Estimate.accuracy([0.0, 0.0])) == "0 [0, 0] (n=2, items unknown: bootstrap over seeds)"
 
 
 def test_one_seed_takes_the_wilson_interval_of_its_items_or_the_value_alone():
@@ -62,7 +63,9 @@ def test_differences_are_paired_by_seed_and_bounded_for_accuracies():
     diffs = [0.8, 0.2, 0.1]  # seed 3 has no b: left out
     ref = summarize(diffs)
     assert d.n == 3 and d.mean == pytest.approx(ref["mean"])
-    assert ref["ci95_high"] > 1 and d.high == 1.0 and d.low == pytest.approx(ref["ci95_low"])
+    # a − b on the base b (mean 1/6 over the paired seeds) lies in [−1/6, 5/6], not [−1, 1]
+    assert ref["ci95_high"] > 1 and d.high == pytest.approx(5 / 6) and ref["ci95_low"] < -1 / 6
+    assert d.low == pytest.approx(-1 / 6)
     assert d.verdict() == "no difference shown"
     assert Estimate.paired({0: 0.6, 1: 0.5, 2: 0.7}, {0: 0.5, 1: 0.45, 2: 0.6}).verdict() == "higher"
     assert Estimate.paired({0: 0.6}, {0: 0.5}).verdict() == "no difference shown"  # one seed shows nothing

@@ -27,7 +27,8 @@ def test_every_claim_and_finding_is_in_the_data_file_with_its_citation():
         assert entry.paper and entry.statement and entry.numbers, key
         assert re.fullmatch(r"\d{4}\.\d{5}", entry.arxiv), key
         assert f"arxiv.org/abs/{entry.arxiv}" in entry.cited()
-    assert finding("ALiBi").threshold("flat_bits") == 0.02
+    assert finding("ALiBi").margin("flat_bits") == 0.02 and finding("YaRN").margin("equal_bits") == 0.05
+    assert finding("ViT").effect("worse").value == -0.028 and finding("NoPE").effect("anything") is None
     assert finding("YaRN").order["beyond"] == [["yarn", "≲", "ntk"], ["ntk", "≪", "pi"]]
 
 

@@ -1,0 +1,176 @@
+"""Verdicts as tests (posenc.reporting.estimates.Test, Family): three outcomes, Holm within a family,
+TOST for "≈", the minimum detectable effect at n; and the report's verdict table, one verdict per
+model size in a scale sweep, item counts and the held-out split read from the tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from posenc.reporting.estimates import ACCURACY_GAP, Effect, Estimate, Family, accuracy
+from posenc.reporting.estimates import Test as Claim  # not a pytest class
+from posenc.reporting.reference_report import render
+
+SEEDS = range(5)
+
+
+def arms(diffs: list[float]) -> tuple[dict[int, float], dict[int, float]]:
+    """Two arms whose per-seed difference a − b is ``diffs`` (b at 0.5)."""
+    return {s: 0.5 + d for s, d in zip(SEEDS, diffs)}, dict.fromkeys(SEEDS, 0.5)
+
+
+CLEAR, NOISY, ZERO = [0.1, 0.12, 0.09, 0.11, 0.1], [0.3, -0.2, 0.1, -0.1, 0.15], [0.001, -0.002, 0.0, 0.002, -0.001]
+
+
+@pytest.mark.parametrize(
+    ("relation", "diffs", "outcome"),
+    [
+        (">", CLEAR, "agrees"),
+        ("<", CLEAR, "disagrees"),  # shown, in the opposite direction
+        (">", NOISY, "inconclusive"),  # a null is not a disagreement
+        ("≈", ZERO, "agrees"),  # TOST within ±0.02
+        ("≈", CLEAR, "disagrees"),  # shown beyond the margin
+        ("≈", NOISY, "inconclusive"),
+        ("≲", ZERO, "agrees"),
+        ("≲", CLEAR, "disagrees"),
+        ("≳", [-d for d in CLEAR], "disagrees"),
+    ],
+)
+def test_three_outcomes(relation, diffs, outcome):
+    t = Claim.of("a − b", relation, *arms(diffs), margin=0.02)
+    assert t.outcome(t.p) == outcome
+    assert Family("F", [t]).verdict == outcome
+
+
+def test_the_family_corrects_with_holm_and_the_verdict_needs_every_test():
+    """p-values 0.0086 and 0.039 alone are below 0.05; with six more nulls Holm lifts them above it,
+    so the family cannot tell (the review's NoPE at 512 tokens)."""
+    strong, weak = Claim.of("x", ">", *arms(CLEAR)), Claim.of("y", ">", *arms([0.2, 0.05, 0.1, 0.0, 0.12]))
+    nulls = [Claim.of(f"n{i}", ">", *arms(NOISY)) for i in range(6)]
+    family = Family("F", [strong, weak, *nulls])
+    raw = [t.p for t in family.tests]
+    expected = sorted(raw)
+    holm = [max(min(1.0, (8 - j) * expected[j]) for j in range(i + 1)) for i in range(8)]
+    assert sorted(family.adjusted) == pytest.approx(holm)
+    assert weak.p < 0.05 and family.outcomes()[1] == "inconclusive" and family.outcomes()[0] == "agrees"
+    assert family.verdict == "inconclusive" and family.counts() == "1 agree, 7 inconclusive of 8 tests"
+    assert family.level == pytest.approx(0.05 / 8) and family.correction_words() == "Holm over 8 tests, α = 0.05"
+    bh = Family("F", [strong, weak, *nulls], correction="bh")
+    assert bh.adjusted[1] <= family.adjusted[1]  # BH never stricter than Holm
+    with pytest.raises(ValueError, match="correction must be one of holm, bh"):
+        Family("F", [strong], correction="bonferroni")
+
+
+def test_each_line_prints_the_test_its_p_values_and_the_minimum_detectable_effect_beside_the_paper():
+    a, b = arms(NOISY)
+    effect = Effect(-0.028, "none − 1D", "table 8")
+    family = Family("F", [Claim.of("a − b", "<", a, b, effect=effect)])
+    (line,) = family.lines()
+    sd = float(pd.Series(NOISY).std())
+    mde = (scipy_stats.t.ppf(1 - 0.025, 4) + scipy_stats.t.ppf(0.8, 4)) * sd / math.sqrt(5)
+    p = scipy_stats.ttest_1samp(NOISY, 0).pvalue
+    assert f"paired t, p = {p:.2g}, corrected {p:.2g} → **inconclusive**" in line
+    assert (
+        f"detectable at n=5: {mde:.3g}; the paper's effect -0.028 (none − 1D; table 8) — underpowered for it." in line
+    )
+
+
+def test_a_test_needs_a_margin_for_equivalence_and_a_known_relation():
+    with pytest.raises(ValueError, match="'≈' needs an equivalence margin"):
+        Claim.of("a − b", "≈", *arms(ZERO))
+    with pytest.raises(ValueError, match="relation must be one of"):
+        Claim.of("a − b", "!=", *arms(ZERO))
+
+
+def test_an_accuracy_carries_its_items_or_says_the_bootstrap_stands_in():
+    """A table with an ``items`` column: the interval uses the items (Haldane logit + Wilson) and
+    says so; without it, seeds at 1.0 fall back to the bootstrap, and the line says the items are
+    unknown (the review's "rope2d_axial 1 [1, 1]")."""
+    t = pd.DataFrame({"seed": list(SEEDS), "acc": [1.0] * 5, "items": [512] * 5})
+    with_items = accuracy(t, "acc")
+    assert str(with_items).endswith("(n=5, 512 items)") and 0.998 < with_items.low < 1
+    assert with_items == Estimate.accuracy([1.0] * 5, 512)
+    without = accuracy(t.drop(columns="items"), "acc")
+    assert str(without) == "1 [1, 1] (n=5, items unknown: bootstrap over seeds)"
+
+
+def test_a_paired_accuracy_difference_stays_inside_what_its_base_allows():
+    """The review's rope2d_axial at 48 px: +0.00156 on a 0.998 base printed an upper bound 0.0059."""
+    base = {s: 0.998 for s in SEEDS}
+    gain = Estimate.paired({0: 1.0, 1: 1.0, 2: 0.998, 3: 0.996, 4: 0.998}, base, ACCURACY_GAP)
+    assert gain.high == pytest.approx(0.002) and gain.low > -0.998
+
+
+# --- the report: verdict table, scale, splits ---------------------------------------------------
+
+
+def passkey(sizes=(None,), metric_rows=("accuracy",), split=False) -> pd.DataFrame:
+    """NoPE above every scheme at 64 and 512 tokens (trained at 32), by 0.3 in every seed."""
+    rows = []
+    for size in sizes:
+        for pe in ("nope", "rope", "alibi"):
+            for metric in metric_rows:
+                for seed in SEEDS:
+                    for which in ("test", "val") if split else ("test",):
+                        far = (0.6 if pe == "nope" else 0.3) + 0.01 * seed
+                        if size == 2 and pe == "rope":
+                            far = 0.9  # at the larger size rope wins
+                        rows.append(
+                            {
+                                "pe": pe,
+                                "seed": seed,
+                                "scale": "none",
+                                "finetune_steps": 0,
+                                "metric": metric,
+                                "32": 0.95,
+                                "64": far if which == "test" else 0.0,
+                                "512": far if which == "test" else 0.0,
+                                "items": 64,
+                                "chance": 0.1 if metric == "accuracy" else 1e-5,
+                                **({"params": size} if size is not None else {}),
+                                **({"split": which} if split else {}),
+                                "status": "completed",
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+META = {"suite": "t", "seeds": list(SEEDS), "sweeps": {}, "left_out": {}}
+
+
+def nope_section(text: str) -> str:
+    return text.split("### NoPE")[1]
+
+
+def test_the_verdict_table_names_the_verdict_test_correction_n_and_mde():
+    text = render({"extrapolation_passkey": passkey()}, META)
+    table = text.split("## Verdicts")[1].split("## The seed")[0]
+    for label in ("at 2× (64 tokens, the paper's protocol)", "at 512 tokens"):
+        row = next(line for line in table.splitlines() if f"NoPE, {label}" in line)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1:8] == ["agrees", "2 agree of 2 tests", "paired t", "Holm over 2 tests, α = 0.05", "5", "64", "0"]
+    body = nope_section(text)
+    assert "Passkey accuracy at 32 → 512 tokens (no rescaling; chance 0.1)" in body
+    assert "nope 0.95 [" in body and "(n=5, 64 items)" in body
+
+
+def test_exact_match_is_the_primary_metric_where_the_table_records_it():
+    text = render({"extrapolation_passkey": passkey(metric_rows=("accuracy", "exact_match"))}, META)
+    assert "Passkey exact match at 32 → 512 tokens (no rescaling; chance 1e-05)" in nope_section(text)
+
+
+def test_only_the_test_split_is_read_where_the_table_names_its_split():
+    """The validation rows (0.0 everywhere here) stop training; the report reads the test split."""
+    text = render({"extrapolation_passkey": passkey(split=True)}, META)
+    assert "nope 0.95 [" in nope_section(text) and "→ 0.62 [" in nope_section(text)
+    assert "→ 0 [" not in nope_section(text)
+
+
+def test_a_scale_sweep_gets_one_verdict_per_size_and_says_whether_it_moves():
+    text = render({"extrapolation_passkey": passkey(sizes=(1, 2))}, META)
+    table = text.split("## Verdicts")[1].split("## The seed")[0]
+    assert "### NoPE (params 1)" in text and "### NoPE (params 2)" in text
+    assert "- NoPE, at 512 tokens: moves with scale — params 1 agrees; params 2 disagrees." in table
