@@ -79,7 +79,7 @@ def overrides_from(options: dict[str, Any], extra: list[str] | None) -> list[str
 
 class EventBar:
     """The CLI's view of a run's progress events (``posenc.engine.context.Event``): one rich
-    bar per stage, its units done, the latest loss and throughput; nothing when quiet."""
+    bar per stage, its units done, the latest loss and throughput; nothing but warnings when quiet."""
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
@@ -90,7 +90,7 @@ class EventBar:
         return self
 
     def __call__(self, event: Any) -> None:
-        if self.quiet:
+        if self.quiet and not event.fields.get("warning"):  # a warning prints even when quiet
             return
         if event.kind == "message":
             err_console.print(event.label, highlight=False, soft_wrap=True, markup=False)
@@ -202,18 +202,18 @@ def print_frame(
     if facts:
         varying = [c for c in facts if c not in same]
         if varying:
+            known = table.dropna(subset=varying, how="all")  # rows of an untrained model say nothing
             by = [k for k in keys if k in main]
             for k in list(by):  # keep only the keys the facts vary with
                 rest = [x for x in by if x != k]
-                groups = table.groupby(rest, sort=False) if rest else [((), table)]
-                if all(part[varying].astype(str).drop_duplicates().shape[0] == 1 for _, part in groups):
+                groups = known.groupby(rest, sort=False) if rest else [((), known)]
+                if all(len(part[varying].astype(str).drop_duplicates()) == 1 for _, part in groups):
                     by = rest
-            trained = table[by + varying].astype(str).drop_duplicates().index
-            rows = table.loc[trained]
+            rows = known.loc[known[by + varying].astype(str).drop_duplicates().index]
             print_stacked({c: [escape(value_text(v)) for v in rows[c]] for c in by + varying}, by, varying, "training")
     footnote = ", ".join(f"{c}={text[c][0]}" for c in same)
     for line in ([f"every row: {footnote}"] if footnote else []) + list(notes):
-        console.print(line, highlight=False, soft_wrap=True, markup=False)
+        console.print(line, highlight=False, markup=False)  # wrapped at spaces, never inside a value
 
 
 def print_record(title: str, row: dict[str, Any]) -> None:
@@ -224,5 +224,5 @@ def print_record(title: str, row: dict[str, Any]) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in row.items():
-        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        table.add_row(key, value_text(value))
     console.print(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -47,15 +48,17 @@ def _lengths(value: str | None) -> list[int] | None:
     return None if value is None else split_list(value, "--lengths", int)
 
 
-def print_table(title: str, table: Any) -> None:
-    from rich.table import Table
+def print_table(title: str, table: Any, keys: Sequence[str] | None = None, train_len: int | None = None) -> None:
+    """The table at the terminal's width (``print_frame``; ``keys``: the columns each row is named
+    by, default its text columns): how each model trained in a second table, and one line naming
+    the evaluated lengths below ``train_len``."""
+    from posenc.cli.common import print_frame
+    from posenc.experiments.cache import TRAINED_AT
 
-    out = Table(title=title, show_header=True)
-    for column in table.columns:
-        out.add_column(str(column), justify="left" if column in ("pe", "scale", "metric") else "right")
-    for row in table.itertuples(index=False):
-        out.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
-    console.print(out)
+    keys = [c for c in table.columns if table[c].dtype == object] if keys is None else list(keys)
+    below = [c for c in map(str, table.columns) if c.isdigit() and train_len is not None and int(c) < train_len]
+    notes = [f"evaluated below the training length ({train_len} tokens): {', '.join(below)}"] if below else []
+    print_frame(table, keys, title, facts=TRAINED_AT, notes=notes)
 
 
 def extrapolate(
@@ -119,9 +122,10 @@ def extrapolate(
     with user_errors():
         refuse_real_options(given(ctx, REAL_ONLY))  # before any work of posenc's own models
     with user_errors():
-        from posenc.engine.context import RunContext
+        from posenc.engine.context import RunContext, main_table
         from posenc.engine.results import results_root
         from posenc.experiments.extrapolation.plan import plan
+        from posenc.experiments.extrapolation.protocol import Extrapolation
         from posenc.experiments.extrapolation.protocol import extrapolate as run_cells
 
         root = results_root(results_dir)  # a bad root stops here, before any work
@@ -136,5 +140,6 @@ def extrapolate(
                 finetune_steps=finetune_steps,
             )
     title = f"extrapolation: {cfgs[0].choices.task}, trained at {cfgs[0].train.seq_len} tokens"
-    print_table(title, result.table)
+    spec = main_table(Extrapolation)
+    print_table(title, result.table, [*spec.keys, *spec.pairs], train_len=cfgs[0].train.seq_len)
     console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from posenc.cli.common import (
     Steps,
     console,
     overrides_from,
+    print_frame,
     user_errors,
 )
 from posenc.core.text import split_list
@@ -53,9 +54,10 @@ def order(
     """
     with user_errors():
         from posenc.core.errors import ConfigError
-        from posenc.engine.context import RunContext
+        from posenc.engine.context import RunContext, main_table
         from posenc.engine.results import results_root
-        from posenc.experiments.order import plan, run
+        from posenc.experiments.cache import TRAINED_AT
+        from posenc.experiments.order import Order, plan, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
@@ -67,7 +69,7 @@ def order(
             device, config = cells[0].setup.train.device, cells[0].setup.config
             ctx = RunContext(root, on_event=bar, overrides=given, device_name=device, config=config)
             result = run(cells, skipped, ctx, permutations=permutations)
-    table = result.table
-    show = table.drop(columns=[c for c in ("task", "seed", "train_seconds") if c in table])
-    console.print(show.to_markdown(index=False, floatfmt=".3g"), highlight=False, soft_wrap=True)
+    spec = main_table(Order)
+    show = result.table.drop(columns=["train_seconds"], errors="ignore")
+    print_frame(show, [*spec.keys, *spec.pairs], "order: permutation test and order task", facts=TRAINED_AT)
     console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from posenc.cli.common import (
     Steps,
     console,
     overrides_from,
+    print_frame,
     user_errors,
 )
 from posenc.core.text import split_list
@@ -65,9 +66,10 @@ def resolution(
     """
     with user_errors():
         from posenc.engine.config import compose, options_where
-        from posenc.engine.context import RunContext
+        from posenc.engine.context import RunContext, main_table
         from posenc.engine.results import results_root
-        from posenc.experiments.resolution import run
+        from posenc.experiments.cache import TRAINED_AT
+        from posenc.experiments.resolution import Resolution, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
@@ -88,6 +90,7 @@ def resolution(
         with EventBar(quiet) as bar:
             ctx = RunContext(root, on_event=bar, overrides=given, device_name=str(cfgs[0].train.device), config=cfgs[0])
             result = run(cfgs, ctx)
-    table = result.table.drop(columns=["seed"])
-    console.print(table.to_markdown(index=False, floatfmt=".3f"), highlight=False, soft_wrap=True)
+    spec = main_table(Resolution)
+    title = f"resolution: accuracy, trained at {cfgs[0].task.resolution} px"
+    print_frame(result.table, [*spec.keys, *spec.pairs], title, facts=TRAINED_AT)
     console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)

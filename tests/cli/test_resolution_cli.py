@@ -69,7 +69,7 @@ def test_resolution_end_to_end(tmp_path, request):
         ["nope", "none", 0],
         ["nope", "none", 1],
     ]
-    assert "| learned | bicubic |" in out.stdout.replace("  ", " ").replace("  ", " ")
+    assert "│ learned │ bicubic │" in out.stdout.replace("  ", " ").replace("  ", " ")
     assert (run_dir / "similarity_learned.png").is_file() and (run_dir / "accuracy.png").is_file()
     assert "  antialias: false\n" in (run_dir / "config.yaml").read_text()  # --no-antialias reached the config
 
