@@ -359,3 +359,18 @@ def test_report_shows_every_table_a_run_declared(tmp_path):
         < report.index("| yarn    | ppl      |  9.5 |")
         < report.index("Table `passkey`:")
     )
+
+
+def test_compare_of_wide_order_tables_fits_80_columns(tmp_path, monkeypatch):
+    """Eight key columns leave no room beside them at 80 columns: each stacked table repeats a row
+    number instead, and every header and value stays whole."""
+    monkeypatch.setenv("COLUMNS", "80")
+    lm, vit = order_run(tmp_path / "lm", "lm_tiny", 16, 0.9), order_run(tmp_path / "vit", "vit_tiny", 8, 0.75)
+    result = invoke("compare", str(lm), str(vit), "--runs", "-o", str(tmp_path / "cmp.csv"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in result.output
+    headers = {c.strip() for line in lines if line.startswith("┃") for c in line.strip("┃").split("┃")}
+    assert {"#", "permutations", "model", "attention", "pe", "phase", "equivariance_residual", "accuracy"} <= headers
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in lines if line.startswith("│")]
+    assert ["16", "lm_tiny", "bidirectional", "rope"] in [r[1:5] for r in rows if r[0] == "8"]
