@@ -62,7 +62,7 @@ def suite(
     with user_errors():
         from posenc.core.errors import UserError
         from posenc.engine.results import results_root
-        from posenc.launch.sweep import Stopped, check_launcher, split_overrides
+        from posenc.launch.sweep import Stopped, check_launcher, missing_extra, split_overrides
         from posenc.reporting.tables import check_tables
 
         root = results_root(results_dir)
@@ -80,7 +80,9 @@ def suite(
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         chosen = launcher or the_suite.launcher
         launcher_overrides = [*(the_suite.launcher_overrides if chosen == the_suite.launcher else []), *hydra_overrides]
-        check_launcher(chosen, launcher_overrides)
+        extra = missing_extra(chosen) if dry_run else None  # a dry run plans without the launcher's package
+        if extra is None:
+            check_launcher(chosen, launcher_overrides)
         planned = suites.plan(the_suite, seed_list, split_list(only, "--only") if only else None, job_overrides)
         filled: dict[str, list[str]] = {}
         for spec in the_suite.sweeps:  # --only leaves sweeps out on purpose: their tables count
@@ -92,6 +94,14 @@ def suite(
     )
     if dry_run:
         console.print(table.to_markdown(index=False), highlight=False, soft_wrap=True, markup=False)
+        if extra is not None:
+            console.print(
+                f"launcher {chosen} is not installed here, so its settings were not checked; to run the suite: "
+                f"pip install 'posenc[{extra}]'",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         return
     with user_errors():
         suite_dir = suites.create(root, the_suite, planned, chosen)

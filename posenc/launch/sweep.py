@@ -96,6 +96,12 @@ def _plugin_installed(name: str) -> bool:
         return False
 
 
+def missing_extra(launcher: str) -> str | None:
+    """The extra that installs ``launcher``'s plugin when it is not installed (None: it is, or it
+    needs none), so that a dry run can plan jobs for a launcher this machine lacks."""
+    return None if _plugin_installed(launcher) else PLUGIN_LAUNCHERS[launcher][1]
+
+
 def launchers() -> list[str]:
     """The ``hydra/launcher`` options Hydra can see (its plugins and ``configs/hydra/launcher``)
     whose plugin is installed."""
