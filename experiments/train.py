@@ -15,7 +15,7 @@ from posenc.engine.build import Setup, build
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
 from posenc.engine.results import RunDir
-from posenc.engine.training import TrainResult, resolve_device, train
+from posenc.engine.training import TrainResult, resolve_device, train, under_target
 from posenc.tasks.base import SPLITS
 
 
@@ -82,6 +82,11 @@ class Train:
             started = time.perf_counter()
             on_log = ctx.stage(f"train {choices['model']}/{choices['pe']}/{choices['task']}", setup.train.steps)
             result = fit(setup, run, on_log, resume=ctx.resume is not None)
+            line = under_target(
+                f"{choices['pe']} (seed {setup.seed})", {"steps": result.steps, **result.target_record()}
+            )
+            if line:
+                ctx.emit("message", line, warning=True)
             scores = {
                 split: evaluate(setup.model, *data, batch_size=ev.batch_size, device=device)
                 for split, data in held_out.items()

@@ -4,25 +4,33 @@ rescaled at every length, write the tables and plots.
 At each evaluated length a copy of the trained model is rescaled (``posenc.pe.scaling``) and
 scored; with ``finetune_steps`` a second copy is first fine-tuned at that length with the scaling
 applied (the PI / YaRN protocol).
+
+One recipe per comparison: every scheme of a table trains with the same settings, or, where one
+setting cannot bring every scheme to its target, each picks from the same declared grid
+(``extrapolation.recipes``: train.* values) by one rule on its validation split (``pick``); the
+table records the pick and the ``recipes`` table every candidate.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from posenc.core.errors import ConfigError
 from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings, instantiate
 from posenc.engine.context import Result, RunContext, TableSpec
+from posenc.engine.evaluation import evaluate
 from posenc.engine.results import config_hash
+from posenc.engine.training import TrainConfig, under_target
 from posenc.experiments.cache import TRAINED_AT, Trained, trained, training_config
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
 from posenc.experiments.extrapolation.plots import plot, plot_depth
@@ -41,6 +49,49 @@ class Cell:
     setup: Setup
     scale: Any
     key: str
+    recipe: str = ""  # the grid point it trained with (``recipe_label``); "" without a grid
+
+
+def recipe_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
+    """Every combination of the declared ``train.*`` values, in grid order; ``[{}]`` without a grid."""
+    if not grid:
+        return [{}]
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    for name, values in grid.items():
+        if name not in fields:
+            raise ConfigError(
+                f"extrapolation.recipes: '{name}' is not a train setting; valid: {', '.join(sorted(fields))}"
+            )
+        if not isinstance(values, Sequence) or isinstance(values, str) or not values:
+            raise ConfigError(f"extrapolation.recipes.{name} must be a non-empty list of values, got {values!r}")
+    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+
+
+def recipe_label(recipe: Mapping[str, Any]) -> str:
+    """``train.lr=0.001 train.pe_lr_scale=10``: a grid point as the overrides that make it."""
+    return " ".join(f"train.{k}={v:g}" if isinstance(v, float) else f"train.{k}={v}" for k, v in recipe.items())
+
+
+def with_recipe(cfg: DictConfig, recipe: Mapping[str, Any]) -> DictConfig:
+    """A copy of ``cfg`` training with the grid point ``recipe``."""
+    out = copy.deepcopy(cfg)
+    for name, value in recipe.items():
+        OmegaConf.update(out, f"train.{name}", value)
+    return out
+
+
+def pick(candidates: Sequence[Mapping[str, Any]]) -> int:
+    """The declared selection rule, the same for every scheme: among the grid points whose model
+    reached its target on validation, the one that got there in the fewest steps; if none did,
+    the best validation score (``val_score``: accuracy, or bits per byte for text, lower better);
+    ties go to the earlier grid point. Returns the index into ``candidates``."""
+
+    def rank(i: int) -> tuple:
+        c = candidates[i]
+        score = -c["val_score"] if c["criterion"] != "bpb" else c["val_score"]
+        return (not c["reached_target"], c["target_step"] if c["reached_target"] else 0, score, i)
+
+    return min(range(len(candidates)), key=rank)
 
 
 def prepare(
@@ -102,6 +153,12 @@ TABLES = (
         description="exact match and digit accuracy by depth of the key and length (passkey), test split, "
         "items sequences in every cell",
     ),
+    TableSpec(
+        "recipes",
+        keys=("pe", "recipe"),
+        pairs=("seed",),
+        description="every grid point of extrapolation.recipes each scheme trained, its validation score and the pick",
+    ),
 )
 
 
@@ -112,6 +169,7 @@ def extrapolate(
     lengths: Sequence[int] | None = None,
     finetune_steps: int = 0,
     n_buckets: int = 16,
+    recipes: Sequence[str] | None = None,
 ) -> Result:
     """Evaluate every cell at every length into one run folder opened through ``ctx``; return
     its tables (``TABLES``: ``table``, ``per_position``, and ``depth`` for a task with depths).
@@ -122,9 +180,14 @@ def extrapolate(
     how the cell's model trained (``TRAINED_AT``: steps, criterion, target, reached_target,
     target_step). A model comes from the cache folder (``cache_dir``, default
     ``<results root>/cache``) when trained there before.
+
+    ``recipes`` names the grid point of each config (``recipe_label``): a scheme trained under
+    several is scored only under the one ``pick`` chooses, and the ``recipes`` table lists them all.
     """
     cfgs = [cfgs] if isinstance(cfgs, DictConfig) else list(cfgs)
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
+    for cell, recipe in zip(cells, recipes or []):
+        cell.recipe = recipe
     devices = [cell.setup.place(ctx.device) for cell in cells]
     task = cells[0].setup.task
     metrics = ("exact_match", "accuracy", "loss") if task.answer_only else ("bpb", "ppl")
@@ -140,14 +203,25 @@ def extrapolate(
         started = time.perf_counter()
         rows, positions, depth_rows, notes = [], [], [], []
         models: dict[str, Trained] = {}
-        for cell, device in zip(cells, devices):
+        for cell in cells:
             if cell.key not in models:
                 models[cell.key] = trained(cell.setup, cache, ctx.stage)
+        chosen, recipe_rows = choose_recipes(cells, models, ctx.device)
+        for cell in chosen:
+            line = under_target(f"{cell.pe} (seed {cell.setup.seed})", models[cell.key].record)
+            if line and line not in notes:
+                ctx.emit("message", line, warning=True)
+                notes.append(line)
+        picked = {id(c) for c in chosen}
+        for cell, device in zip(cells, devices):
+            if id(cell) not in picked:
+                continue
             model_of = models[cell.key]
             trained_at = {k: model_of.record[k] for k in TRAINED_AT}
             for ft in [0, finetune_steps] if finetune_steps else [0]:
                 values, items = {m: {} for m in metrics}, []
                 head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "seed": cell.setup.seed}
+                head |= {"recipe": cell.recipe} if recipes else {}
                 for length in lengths:
                     model = copy.deepcopy(model_of.model)
                     cell.scale.apply(model.pe, length)
@@ -194,9 +268,11 @@ def extrapolate(
                         }
                     )
         tables = {"table": pd.DataFrame(rows), "per_position": pd.DataFrame(positions)}
+        if recipe_rows:
+            tables["recipes"] = pd.DataFrame(recipe_rows)
         if depth_rows:
             long = pd.DataFrame(depth_rows)
-            index = ["pe", "scale", "finetune_steps", "seed", "metric", "depth"]
+            index = ["pe", "scale", "finetune_steps", "seed", *(["recipe"] if recipes else []), "metric", "depth"]
             depth = long.pivot_table(index=index, columns="length", values="value", sort=False).reset_index()
             depth.columns = [str(c) for c in depth.columns]
             cells_n = long.groupby(index, sort=False)["items"].min().reset_index()  # the same at every length
@@ -225,6 +301,32 @@ def extrapolate(
         return ctx.write(run, TABLES, tables)
 
 
+def choose_recipes(
+    cells: Sequence[Cell], models: Mapping[str, Trained], device: Any
+) -> tuple[list[Cell], list[dict[str, Any]]]:
+    """The cells of each scheme's picked recipe, and one row per (scheme, grid point) when some
+    scheme trained under more than one: how it trained, its validation score, whether picked."""
+    by_pe: dict[str, dict[str, list[Cell]]] = {}
+    for cell in cells:
+        by_pe.setdefault(cell.pe, {}).setdefault(cell.recipe, []).append(cell)
+    if all(len(options) == 1 for options in by_pe.values()):
+        return list(cells), []
+    chosen, rows = [], []
+    for pe, options in by_pe.items():
+        candidates = []
+        for recipe, group in options.items():
+            setup, record = group[0].setup, models[group[0].key].record
+            data = setup.task.eval_set(setup.train.seq_len, setup.eval.max_windows, "val")
+            scores = evaluate(models[group[0].key].model, *data, batch_size=setup.eval.batch_size, device=device)
+            score = scores["bits"] if record["criterion"] == "bpb" else scores["accuracy"]
+            candidates.append({"pe": pe, "seed": setup.seed, "recipe": recipe, **record, "val_score": score})
+        best = pick(candidates)
+        chosen += list(options.values())[best]
+        rows += [{**c, "picked": i == best} for i, c in enumerate(candidates)]
+    picked = {id(c) for c in chosen}
+    return [c for c in cells if id(c) in picked], rows
+
+
 @dataclasses.dataclass
 class ExtrapolationConfig:
     """The ``extrapolation`` node of ``experiment=extrapolation`` (the arguments of ``extrapolate``)."""
@@ -234,14 +336,22 @@ class ExtrapolationConfig:
     lengths: list[int] | None = None
     finetune_steps: int = 0
     n_buckets: int = 16
+    # a declared grid of train settings ({lr: [1e-3, 3e-3], pe_lr_scale: [1, 10]}); each scheme
+    # trains at every point and is scored under the one ``pick`` chooses on validation
+    recipes: dict[str, list[Any]] | None = None
 
 
-def job_plan(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig]]:
-    """The settings and cells of a sweep job, every cell built and every length checked."""
+def job_plan(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig], list[str]]:
+    """The settings and cells of a sweep job (with each cell's recipe), every cell built and
+    every length checked."""
     settings = experiment_settings(cfg, "extrapolation", ExtrapolationConfig)
-    cfgs = cells_of(cfg, settings.scales, settings.factor)
+    cfgs, labels = [], []
+    for recipe in recipe_grid(settings.recipes):
+        cells = cells_of(with_recipe(cfg, recipe), settings.scales, settings.factor)
+        cfgs += cells
+        labels += [recipe_label(recipe)] * len(cells)
     prepare(cfgs, settings.lengths, settings.finetune_steps)
-    return settings, cfgs
+    return settings, cfgs, labels if settings.recipes else []
 
 
 class Extrapolation:
@@ -254,11 +364,12 @@ class Extrapolation:
         job_plan(cfg)
 
     def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
-        settings, cfgs = job_plan(cfg)
+        settings, cfgs, recipes = job_plan(cfg)
         return extrapolate(
             cfgs,
             ctx,
             lengths=settings.lengths,
             finetune_steps=settings.finetune_steps,
             n_buckets=settings.n_buckets,
+            recipes=recipes,
         )

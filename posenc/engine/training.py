@@ -300,6 +300,20 @@ class TrainResult:
         }
 
 
+def under_target(label: str, record: dict[str, Any]) -> str | None:
+    """The line a run prints when a model ended under its target (``target_record`` and
+    ``steps``), saying what to change; None when it reached it or had none."""
+    if record.get("reached_target") is not False:
+        return None
+    sign = "≥" if record["criterion"] == "accuracy" else "≤"
+    return (
+        f"{label} ended under its target ({record['criterion']} {sign} {record['target']:g} on validation) at its "
+        f"{record['steps']}-step cap: its rows say reached_target=False and no finding reads them. Raise "
+        "train.steps, or train with the task's measured recipe (configs/train/; a task selects its own unless "
+        "train= is given)"
+    )
+
+
 Batches = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
 

@@ -132,6 +132,10 @@ def test_task_with_finetune_reports_both(cli, tmp_path):
     ]
     assert (depth["items"] == 64).all() and set(depth.metric) == {"exact_match", "accuracy"}
     assert (depth.steps == 4).all() and not depth.reached_target.any()  # 4 steps: short of 0.95
+    # one visible line says so and what to change, even under -q; the summary keeps it
+    [line] = [x for x in err.splitlines() if "ended under its target" in x]
+    assert line.startswith("rope (seed 0) ended under its target (accuracy ≥ 0.95 on validation) at its 4-step cap")
+    assert "Raise train.steps" in line and line in json.loads((run / "summary.json").read_text())["notes"]
     assert (table.steps == 4).all() and not table.reached_target.any() and table.target_step.isna().all()
     [cache] = (tmp_path / "cache").iterdir()  # the trained model's folder records how its training ended
     summary = json.loads((cache / "summary.json").read_text())

@@ -175,7 +175,7 @@ def test_the_config_names_the_protocol_and_it_declares_its_tables():
 
     protocol = instantiate(compose(JOB).protocol)
     assert isinstance(protocol, Extrapolation) and isinstance(protocol, Experiment)
-    assert [t.name for t in protocol.tables] == ["table", "per_position", "depth"]
+    assert [t.name for t in protocol.tables] == ["table", "per_position", "depth", "recipes"]
     assert main_table(protocol).keys == ("pe", "scale", "finetune_steps", "metric")
     assert {t.pairs for t in protocol.tables} == {("seed",)}
 
