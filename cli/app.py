@@ -14,6 +14,7 @@ from posenc.cli.list import list_
 from posenc.cli.order import order
 from posenc.cli.report import report
 from posenc.cli.resolution import resolution
+from posenc.cli.runs import runs
 from posenc.cli.suite import suite
 from posenc.cli.sweep import sweep
 from posenc.cli.train import train
@@ -42,6 +43,7 @@ app.command("sweep")(sweep)
 app.command("compare")(compare)
 app.command("report")(report)
 app.command("suite")(suite)
+app.command("runs")(runs)
 
 
 def main() -> None:
