@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 import torch.nn.functional as F
 
+from posenc.core.dtypes import SHORT, dtype_name
 from posenc.core.errors import ConfigError, TrainingDiverged
 from posenc.core.io import atomic_write_bytes, replace_folder, settle_folder
 from posenc.engine.evaluation import IGNORE_INDEX
@@ -79,15 +80,16 @@ class TrainConfig:
         if self.target_bpb is not None and not self.target_bpb > 0.0:
             raise ConfigError(f"train.target_bpb must be > 0 (bits per byte) or null, got {self.target_bpb}")
         device = resolve_device(self.device)
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"train.precision '{self.precision}' is not one of: {', '.join(PRECISIONS)}")
+        # either spelling (bf16 or bfloat16), kept as the short one, which the code compares against
+        long = dtype_name(self.precision, "train.precision")
+        self.precision = next(short for short, name in SHORT.items() if name == long)
         if self.precision == "fp16" and device.type not in ("cuda", "cpu"):
             raise ConfigError(f"train.precision=fp16 is not supported on {device.type}; use bf16 or fp32")
         if not isinstance(self.compile, bool):
             raise ConfigError(f"train.compile must be true or false, got {self.compile!r}")
 
 
-# train.precision -> the autocast dtype (None: no autocast)
+# train.precision (short spelling, see posenc.core.dtypes) -> the autocast dtype (None: no autocast)
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 

@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 
+from posenc.core.dtypes import torch_dtype
 from posenc.core.errors import UserError
 from posenc.models.families import family_of, supported
 from posenc.models.hf import rope_parameters
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 EXTRA = "pip install 'posenc[hf]'"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -137,9 +137,8 @@ def original_context(config: Any) -> int:
 
 
 def check_dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise UserError(f"--dtype '{name}' is not supported; valid: {', '.join(DTYPES)}")
-    return DTYPES[name]
+    """The weights' dtype of ``--dtype`` / ``model.dtype``, in either spelling (bf16 or bfloat16)."""
+    return torch_dtype(name, "--dtype")
 
 
 @dataclass

@@ -113,8 +113,8 @@ def test_passkey_table_and_heatmap(cli, real_models, tmp_path):
         (["--model", "REPLACE/tied", "--lengths", "100000000000"], "needs about"),
         (["--model", "REPLACE/tied", "--lengths", "64", "--windows", "100000"], "the text has"),
         (["--model", "REPLACE/tied", "--scale", "clamp"], "scale 'clamp' (real.scales) does not rescale"),
-        (["--model", "REPLACE/tied", "--dtype", "int8"], "--dtype 'int8' is not supported; valid: float32"),
-        (["--model", "REPLACE/tied", "model.dtype=int8"], "--dtype 'int8' is not supported; valid: float32"),
+        (["--model", "REPLACE/tied", "--dtype", "int8"], "--dtype 'int8' is not one of: fp32, float32, bf16"),
+        (["--model", "REPLACE/tied", "model.dtype=int8"], "--dtype 'int8' is not one of: fp32, float32, bf16"),
         (
             ["--model", "REPLACE/tied", "--finetune-steps", "3"],
             "real.finetune_steps fine-tunes under each scale besides the baseline none",

@@ -103,7 +103,7 @@ def test_progress_bar_unless_quiet(cli, tmp_path):
         (["--steps", "many"], "Invalid value for '--steps'"),
         (["train.target_accuracy=1.5"], "train.target_accuracy must be in (0, 1] or null, got 1.5"),
         (["train.target_bpb=0"], "train.target_bpb must be > 0 (bits per byte) or null, got 0"),
-        (["train.precision=fp8"], "train.precision 'fp8' is not one of: fp32, bf16, fp16"),
+        (["train.precision=fp8"], "train.precision 'fp8' is not one of: fp32, float32, bf16, bfloat16, fp16, float16"),
         (["train.compile=maybe"], "train.compile: expected bool, got 'maybe'"),
         (["--bogus"], "No such option: --bogus"),
     ],

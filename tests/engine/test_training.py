@@ -436,7 +436,7 @@ def test_a_precision_not_offered_is_a_config_error():
 
     with pytest.raises(ConfigError) as info:
         TrainConfig(precision="fp8")
-    assert str(info.value) == "train.precision 'fp8' is not one of: fp32, bf16, fp16"
+    assert str(info.value) == "train.precision 'fp8' is not one of: fp32, float32, bf16, bfloat16, fp16, float16"
 
 
 @pytest.mark.parametrize("precision,tolerance", [("bf16", 0.05), ("fp16", 0.01)])
