@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -28,10 +29,32 @@ app = typer.Typer(
     name="posenc",
     help="Experiments on positional encodings in Transformers: train, compare schemes, test the theory.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion; option values complete from the config tree (cli.completion)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import posenc
+
+        print(f"posenc {posenc.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_print_version, is_eager=True, help="Print posenc's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Experiments on positional encodings in Transformers: train, compare schemes, test the theory."""
+
+
 app.command("train")(train)
 app.command("list")(list_)
 app.command("bench")(bench)

@@ -7,13 +7,20 @@ from typing import Annotated
 import typer
 
 from posenc.cli.common import ConfigDir, EventBar, Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
+from posenc.cli.completion import options_of
 from posenc.cli.order import names
 
 
 def check(
-    pe: Annotated[str | None, typer.Option(help="Comma list of schemes. Default: every scheme in the tree.")] = None,
+    pe: Annotated[
+        str | None,
+        typer.Option(help="Comma list of schemes. Default: every scheme in the tree.", autocompletion=options_of("pe")),
+    ] = None,
     model: Annotated[
-        str | None, typer.Option(help="Comma list of models a scheme is built with. Default: all.")
+        str | None,
+        typer.Option(
+            help="Comma list of models a scheme is built with. Default: all.", autocompletion=options_of("model")
+        ),
     ] = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,

@@ -19,6 +19,7 @@ from posenc.cli.common import (
     overrides_from,
     user_errors,
 )
+from posenc.cli.completion import options_of
 from posenc.cli.real import (
     REAL_ONLY,
     Data,
@@ -63,17 +64,28 @@ def print_table(title: str, table: Any, keys: Sequence[str] | None = None, train
 
 def extrapolate(
     ctx: typer.Context,
-    pe: Annotated[str, typer.Option(help="Position schemes, comma list (see `posenc list pe`).")] = "rope",
-    scale: Annotated[str, typer.Option(help="Rescalings, comma list, or `all` (see `posenc list scale`).")] = "none",
+    pe: Annotated[
+        str, typer.Option(help="Position schemes, comma list (see `posenc list pe`).", autocompletion=options_of("pe"))
+    ] = "rope",
+    scale: Annotated[
+        str,
+        typer.Option(
+            help="Rescalings, comma list, or `all` (see `posenc list scale`).",
+            autocompletion=options_of("scale", ("all",)),
+        ),
+    ] = "none",
     lengths: Annotated[
         str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")
     ] = None,
-    task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
+    task: Annotated[
+        str | None, typer.Option(help="Task option (see `posenc list task`).", autocompletion=options_of("task"))
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
             help="Model option (see `posenc list model`), or a real model: a Hugging Face "
-            "folder, a .gguf file or a hub id."
+            "folder, a .gguf file or a hub id.",
+            autocompletion=options_of("model"),
         ),
     ] = None,
     finetune_steps: Annotated[

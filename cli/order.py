@@ -19,6 +19,7 @@ from posenc.cli.common import (
     print_frame,
     user_errors,
 )
+from posenc.cli.completion import options_of
 from posenc.core.text import split_list
 
 
@@ -29,11 +30,20 @@ def names(value: str | None, option: str) -> list[str] | None:
 
 def order(
     pe: Annotated[
-        str | None, typer.Option(help="Comma list of schemes. Default: every scheme that fits a model.")
+        str | None,
+        typer.Option(
+            help="Comma list of schemes. Default: every scheme that fits a model.", autocompletion=options_of("pe")
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="Comma list of models. Default: every model option.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Comma list of models. Default: every model option.", autocompletion=options_of("model")),
+    ] = None,
     task: Annotated[
-        str | None, typer.Option(help="Comma list of order tasks. Default: every task with order_labels.")
+        str | None,
+        typer.Option(
+            help="Comma list of order tasks. Default: every task with order_labels.", autocompletion=options_of("task")
+        ),
     ] = None,
     permutations: Annotated[
         int, typer.Option("--permutations", "-k", help="Random permutations K per measurement.")

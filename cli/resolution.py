@@ -19,13 +19,17 @@ from posenc.cli.common import (
     print_frame,
     user_errors,
 )
+from posenc.cli.completion import options_of
 from posenc.core.text import split_list
 
 
 def resolution(
     pe: Annotated[
         str | None,
-        typer.Option(help="Comma list of position schemes (see `posenc list pe`). Default: every 2D scheme."),
+        typer.Option(
+            help="Comma list of position schemes (see `posenc list pe`). Default: every 2D scheme.",
+            autocompletion=options_of("pe"),
+        ),
     ] = None,
     interp: Annotated[
         str | None,
@@ -37,7 +41,10 @@ def resolution(
     res: Annotated[
         str | None, typer.Option(help="Comma list of evaluation resolutions in px. Default: 16,24,32,48,64.")
     ] = None,
-    task: Annotated[str | None, typer.Option(help="Image task (shapes, cifar10, mnist, image_folder).")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(help="Image task (shapes, cifar10, mnist, image_folder).", autocompletion=options_of("task")),
+    ] = None,
     finetune_steps: Annotated[
         int | None, typer.Option(help="Fine-tune steps at each resolution (0: none). Default: 10.")
     ] = None,

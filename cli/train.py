@@ -20,12 +20,19 @@ from posenc.cli.common import (
     print_record,
     user_errors,
 )
+from posenc.cli.completion import options_of
 
 
 def train(
-    model: Annotated[str | None, typer.Option(help="Model option (see `posenc list model`).")] = None,
-    pe: Annotated[str | None, typer.Option(help="Position scheme (see `posenc list pe`).")] = None,
-    task: Annotated[str | None, typer.Option(help="Task option (see `posenc list task`).")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model option (see `posenc list model`).", autocompletion=options_of("model"))
+    ] = None,
+    pe: Annotated[
+        str | None, typer.Option(help="Position scheme (see `posenc list pe`).", autocompletion=options_of("pe"))
+    ] = None,
+    task: Annotated[
+        str | None, typer.Option(help="Task option (see `posenc list task`).", autocompletion=options_of("task"))
+    ] = None,
     steps: Steps = None,
     seed: Seed = None,
     results_dir: ResultsDir = None,
