@@ -33,7 +33,7 @@ Passkey = Annotated[
     str | None,
     typer.Option(
         help="Real models: also passkey retrieval at these depths, percent comma list "
-        "(e.g. 0,25,50,75,100); --windows trials."
+        "(e.g. 0,25,50,75,100); real.passkey_trials=N trials per cell (default 20)."
     ),
 ]
 Factor = Annotated[

@@ -52,7 +52,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -62,7 +62,7 @@ import torch
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from posenc.analysis.stats import paired_difference
+from posenc.analysis.stats import paired_difference, wilson_interval
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import atomic_write_text, write_json
 from posenc.engine.config import (
@@ -109,6 +109,7 @@ class RealSettings:
     data: str | None = None
     chunk: int = 1024
     passkey_depths: list[float] | None = None
+    passkey_trials: int = 20
     finetune_steps: int = 0
     finetune_lr: float = 2e-5
 
@@ -120,6 +121,7 @@ class RealSettings:
             ("tail", self.tail, 1),
             ("buckets", self.buckets, 1),
             ("chunk", self.chunk, 1),
+            ("passkey_trials", self.passkey_trials, 1),
             ("finetune_steps", self.finetune_steps, 0),
         ):
             if value < low:
@@ -198,10 +200,21 @@ def tokenize(tokenizer: Any, texts: Sequence[str]) -> torch.Tensor:
 
 PASSKEY_INTRO = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
-    "I will quiz you about the important information there. "
+    "I will quiz you about the important information there."
 )
-PASSKEY_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
-PASSKEY_QUESTION = "What is the pass key? The pass key is"
+PASSKEY_FILLER = (
+    " The grass is green.",
+    " The sky is blue.",
+    " The sun is yellow.",
+    " Here we go.",
+    " There and back again.",
+)
+PASSKEY_NEEDLE = " The pass key is {key}. Remember it. {key} is the pass key."
+PASSKEY_QUESTION = " What is the pass key? The pass key is"
+PASSKEY_CHANCE = 1 / 90000  # a uniform guess of a five-digit key (10000..99999)
+# Cells of an older prompt or verdict are not reused: the prefix of every passkey cell's key. v2:
+# whole sentences around the needle, greedy decoding's text stored and parsed (passkey_verdict).
+PASSKEY_CELLS = "passkey-v2"
 
 
 def passkey_key(trial: int) -> int:
@@ -211,25 +224,68 @@ def passkey_key(trial: int) -> int:
     return random.Random(1000 + trial).randint(10000, 99999)
 
 
-def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> tuple[torch.Tensor, int]:
-    """(length,) ids of the PI/LongRoPE passkey prompt, its answer last, and the answer's token
-    count: intro, filler sentences with "The pass key is NNNNN. Remember it. NNNNN is the pass
-    key." after ``depth`` percent of the filler (at a sentence boundary), the question, the key."""
+@dataclass(frozen=True)
+class PasskeyPrompt:
+    """A passkey prompt and its answer: ``ids`` (prompt, then the answer's ``answer`` tokens),
+    the needle's tokens ``ids[needle:needle_end]``, the question's from ``question``."""
+
+    ids: torch.Tensor
+    answer: int
+    needle: int
+    needle_end: int
+    question: int
+
+    @property
+    def prompt(self) -> torch.Tensor:
+        return self.ids[: -self.answer]
+
+
+def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> PasskeyPrompt:
+    """The PI/LongRoPE passkey prompt of at most ``length`` tokens, answer included: the intro,
+    whole filler sentences (cycling), the needle "The pass key is NNNNN. Remember it. NNNNN is
+    the pass key." after round(``depth`` % of them) sentences, the question "What is the pass key?
+    The pass key is", the answer " NNNNN". As many sentences as fit, so the prompt is short of
+    ``length`` by less than one sentence; 100 puts the needle right before the question, 0 right
+    after the intro. Each piece starts at a word (a leading space) and is tokenized on its own,
+    so no piece is cut and the concatenation is how a byte-level BPE tokenizes the whole text."""
 
     def ids(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    intro, needle = ids(PASSKEY_INTRO), ids(f"The pass key is {key}. Remember it. {key} is the pass key. ")
-    question, answer, unit = ids(PASSKEY_QUESTION), ids(f" {key}"), ids(PASSKEY_FILLER)
+    intro, needle = ids(PASSKEY_INTRO), ids(PASSKEY_NEEDLE.format(key=key))
+    question, answer = ids(PASSKEY_QUESTION), ids(f" {key}")
+    sentences = [ids(t) for t in PASSKEY_FILLER]
     budget = length - len(intro) - len(needle) - len(question) - len(answer)
     if budget < 0:
         raise UserError(
             f"real.lengths {length} is too short for the passkey prompt ({length - budget} tokens without filler)"
         )
-    filler = (unit * (budget // len(unit) + 1))[:budget]
-    cut = min(budget, round(depth / 100 * budget / len(unit)) * len(unit))
-    out = intro + filler[:cut] + needle + filler[cut:] + question + answer
-    return torch.tensor(out, dtype=torch.long), len(answer)
+    filler: list[list[int]] = []
+    while budget >= len(sentences[len(filler) % len(sentences)]):
+        budget -= len(sentences[len(filler) % len(sentences)])
+        filler.append(sentences[len(filler) % len(sentences)])
+    cut = round(depth / 100 * len(filler))
+    before = intro + [t for s in filler[:cut] for t in s]
+    after = [t for s in filler[cut:] for t in s]
+    out = before + needle + after + question + answer
+    return PasskeyPrompt(
+        torch.tensor(out, dtype=torch.long),
+        len(answer),
+        len(before),
+        len(before) + len(needle),
+        len(before) + len(needle) + len(after),
+    )
+
+
+def passkey_verdict(text: str, key: int) -> bool | None:
+    """Exact match of the key in greedy decoding's text after the question: True when, leading
+    whitespace dropped, it starts with the key's five digits and then a character that is not a
+    digit; False once it cannot (another character first, a wrong digit, a sixth digit); None
+    while the text so far is a prefix of a match (decoding goes on)."""
+    text, digits = text.lstrip(), str(key)
+    if text.startswith(digits):
+        return None if len(text) == len(digits) else not text[len(digits)].isdigit()
+    return None if digits.startswith(text) else False
 
 
 @dataclass(frozen=True)
@@ -328,13 +384,27 @@ class Model:
         return self.lm(x, targets=ids[None, 1:].to(device), chunk=chunk)[0].cpu()
 
     @torch.no_grad()
-    def greedy_reads(self, scale: NoScale, ids: torch.Tensor, answer: int) -> bool:
-        """Whether greedy decoding after ``ids[:-answer]`` writes ``ids[-answer:]``: the argmax at
-        each answer position, given the answer's own prefix, is the next answer token (one
-        forward instead of one per decoded token; the same verdict)."""
+    def greedy_decode(
+        self, scale: NoScale, ids: torch.Tensor, answer: int, done: Callable[[list[int]], bool], limit: int
+    ) -> tuple[list[int], int]:
+        """Greedy decoding after ``ids[:-answer]`` until ``done(tokens)`` or ``limit`` tokens, and
+        the forwards it took. One forward over the prompt and its answer gives greedy's tokens up
+        to the first that departs from the answer (until then greedy fed itself the answer's own
+        prefix), or the answer and the token after it; each further token is one more forward."""
         device = self.install(scale, ids.numel())
-        logits = self.lm(ids[None, :-1].to(device), last=answer)[0]  # (answer, V)
-        return bool((logits.argmax(-1).cpu() == ids[-answer:]).all())
+        prompt, expected = ids[:-answer], ids[-answer:].tolist()
+        picks = self.lm(ids[None].to(device), last=answer + 1)[0].argmax(-1).tolist()  # (answer + 1,)
+        out: list[int] = []
+        for i, token in enumerate(picks):
+            out.append(token)
+            if done(out) or len(out) >= limit or (i < answer and token != expected[i]):
+                break
+        forwards = 1
+        while not done(out) and len(out) < limit:
+            x = torch.cat((prompt, torch.tensor(out, dtype=prompt.dtype)))
+            out.append(int(self.lm(x[None].to(device), last=1)[0, -1].argmax()))
+            forwards += 1
+        return out, forwards
 
 
 def _gib(n: float) -> str:
@@ -483,7 +553,7 @@ def run_config(p: Prepared) -> dict[str, Any]:
 # Settings that add cells without changing a finished one (cells are keyed by window, trial and
 # depth): a run with more windows or other depths reuses the run folder and the cells. The cell
 # store is shared across the scales too (a cell is keyed by its scale).
-GROWABLE = ("windows", "passkey_depths")
+GROWABLE = ("windows", "passkey_depths", "passkey_trials")
 SHARED = (*GROWABLE, "scales")
 
 
@@ -545,7 +615,12 @@ class Real:
             "passkey",
             keys=("scale", "length", "depth"),
             pairs=("trial",),
-            description="passkey accuracy by scale, length and key depth, the mean over trials",
+            description="passkey exact match by scale, length and key depth (found of trials, Wilson interval, chance)",
+        ),
+        TableSpec(
+            "passkey_trials",
+            keys=("scale", "length", "depth", "trial"),
+            description="every passkey trial: its key, the needle's and the question's token, greedy decoding's text",
         ),
     )
 
@@ -619,7 +694,8 @@ class Real:
         if s.windows >= 2:
             out["ratios"] = window_ratios(scored, s.lengths)
         if s.passkey_depths:
-            out["passkey"] = passkey_table([r for r in used if "correct" in r])
+            trials = [r for r in used if "correct" in r]
+            out["passkey"], out["passkey_trials"] = passkey_table(trials), passkey_trials(trials)
             plot_passkey(out["passkey"], run.path / "passkey.png")
         plot(positions, p.original_length, run.path / "per_position.png")
         result = ctx.write(run, self.tables, out)
@@ -643,7 +719,7 @@ def passkey_plan(p: Prepared) -> list[tuple[str, int, float, int]]:
         for scale in p.scales
         for n in s.lengths
         for d in s.passkey_depths or []
-        for t in range(s.windows)
+        for t in range(s.passkey_trials)
     ]
 
 
@@ -684,15 +760,38 @@ def score_passkeys(
     cells: Cells,
     ctx: RunContext,
 ) -> None:
-    """Each passkey trial: whether greedy decoding writes the key back; each goes to the store."""
+    """Each passkey trial read by greedy decoding (``Model.greedy_decode``, at most the key's
+    tokens + 4) and judged by ``passkey_verdict``; its record (the prompt's layout, the decoded
+    text, the verdict) goes to the store once scored."""
     ctx.emit("stage", "passkey", total=sum(c[1] for c, _ in todo))
     tokens = 0
     for i, ((scale, n, depth, trial), key) in enumerate(todo):
         ctx.emit("advance", f"passkey {scale} @ {n}, depth {depth}%", done=tokens, info=f"{i}/{len(todo)}")
         start = time.perf_counter()
-        ids, answer = passkey_prompt(p.tokenizer, n, depth, passkey_key(trial))
-        correct = model.greedy_reads(p.scales[scale], ids, answer)
-        record = {"key": key, "scale": scale, "length": n, "depth": depth, "trial": trial, "correct": correct}
+        passkey = passkey_key(trial)
+        prompt = passkey_prompt(p.tokenizer, n, depth, passkey)
+
+        def decided(out: list[int]) -> bool:
+            return passkey_verdict(p.tokenizer.decode(out), passkey) is not None
+
+        out, forwards = model.greedy_decode(p.scales[scale], prompt.ids, prompt.answer, decided, prompt.answer + 4)
+        decoded = p.tokenizer.decode(out)
+        record = {
+            "key": key,
+            "scale": scale,
+            "length": n,
+            "depth": depth,
+            "trial": trial,
+            "passkey": passkey,
+            "tokens": int(prompt.ids.numel()),
+            "needle": prompt.needle,
+            "needle_end": prompt.needle_end,
+            "question": prompt.question,
+            "decoded": decoded,
+            "decoded_ids": out,
+            "correct": bool(passkey_verdict(decoded, passkey)),
+            "forwards": forwards,
+        }
         done[key] = {**record, "seconds": time.perf_counter() - start}
         cells.add(done[key])
         tokens += n
@@ -796,14 +895,53 @@ def finetune(model: Model, scale: NoScale, p: Prepared, folder: Path, ctx: RunCo
 
 
 def passkey_cell(scale: str, length: int, depth: float, trial: int) -> str:
-    return f"passkey/{scale}/{length}/{depth}/{trial}"
+    return f"{PASSKEY_CELLS}/{scale}/{length}/{depth}/{trial}"
+
+
+PASSKEY_TRIAL_COLUMNS = [
+    "scale",
+    "length",
+    "depth",
+    "trial",
+    "passkey",
+    "tokens",
+    "needle",
+    "question",
+    "decoded",
+    "correct",
+]
+
+
+def passkey_trials(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Every passkey trial: its key, the prompt's tokens, where the needle and the question start,
+    what greedy decoding wrote (a JSON string, so that whitespace and control characters show and
+    the CSV keeps one line per trial) and the verdict."""
+    out = pd.DataFrame(records, columns=PASSKEY_TRIAL_COLUMNS)
+    out["decoded"] = [json.dumps(text, ensure_ascii=False) for text in out.decoded]
+    return out
 
 
 def passkey_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Accuracy by scale, length and depth (the mean over trials)."""
-    df = pd.DataFrame(records)
-    out = df.groupby(["scale", "length", "depth"], sort=False).correct.mean().rename("accuracy").reset_index()
-    return out
+    """Exact-match accuracy by scale, length and depth: keys found of ``trials``, their mean, its
+    95% Wilson interval, and chance (a uniform guess of a five-digit key)."""
+    rows = []
+    for (scale, n, depth), part in pd.DataFrame(records).groupby(["scale", "length", "depth"], sort=False):
+        found, trials = int(part.correct.sum()), len(part)
+        low, high = wilson_interval(found, trials)
+        rows.append(
+            {
+                "scale": scale,
+                "length": n,
+                "depth": depth,
+                "accuracy": found / trials,
+                "ci95_low": low,
+                "ci95_high": high,
+                "correct": found,
+                "trials": trials,
+                "chance": PASSKEY_CHANCE,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def plot_passkey(accuracy: pd.DataFrame, path: Path) -> Path:

@@ -178,46 +178,6 @@ def test_files_and_baseline_row(real_models, tmp_path):
     assert math.exp(mean) == pytest.approx(table.set_index(["scale", "metric"]).loc[("none", "ppl"), "80"], rel=1e-9)
 
 
-def test_passkey_prompt_places_the_key_at_its_depth(real_models):
-    from transformers import AutoTokenizer
-
-    from posenc.experiments.real import passkey_key, passkey_prompt
-
-    tokenizer = AutoTokenizer.from_pretrained(real_models["tied"])
-    key = passkey_key(0)
-    assert 10000 <= key <= 99999 and key == passkey_key(0) != passkey_key(1)
-    needle = tokenizer(f"The pass key is {key}.", add_special_tokens=False)["input_ids"]
-    starts = []
-    for depth in (0, 50, 100):
-        ids, answer = passkey_prompt(tokenizer, 300, depth, key)
-        assert ids.numel() == 300
-        assert tokenizer.decode(ids[-answer:]) == f" {key}"
-        assert tokenizer.decode(ids[:-answer]).endswith("What is the pass key? The pass key is")
-        text = ids.tolist()
-        starts.append(next(i for i in range(len(text)) if text[i : i + len(needle)] == needle))
-    assert starts[0] < starts[1] < starts[2] and starts[2] > 200
-    with pytest.raises(Exception, match="too short for the passkey prompt"):
-        passkey_prompt(tokenizer, 20, 50, key)
-
-
-def test_greedy_reads_is_greedy_decoding(real_models):
-    """One teacher-forced forward gives the verdict of decoding token by token."""
-    from posenc.experiments.real import Model
-    from posenc.models import pretrained
-
-    source = pretrained.resolve_source(str(real_models["tied"]))
-    model = Model(pretrained.load_pretrained(source, pretrained.read_config(source)))
-    prompt = torch.randint(0, 384, (90,))
-    decoded = prompt.clone()
-    with torch.no_grad():
-        for _ in range(4):  # greedy decoding, a full forward per token
-            decoded = torch.cat((decoded, model.lm(decoded[None])[0, -1].argmax()[None]))
-    assert model.greedy_reads(NoScale(), decoded, 4)
-    wrong = decoded.clone()
-    wrong[-2] = (wrong[-2] + 1) % 384
-    assert not model.greedy_reads(NoScale(), wrong, 4)
-
-
 @pytest.mark.parametrize("kind", ["tied", "untied"])
 def test_finetune_saves_a_checkpoint_that_transformers_scores_alike(real_models, tmp_path, kind):
     """--finetune-steps: the fine-tuned copy is a Hugging Face folder carrying its YaRN scaling;
