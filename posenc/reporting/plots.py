@@ -6,96 +6,111 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from posenc.reporting.claims import TOL
 from posenc.reporting.estimates import accuracy, select
-from posenc.reporting.style import pyplot, save_figure
-from posenc.reporting.tables import lengths, moves_grid, pixels, scorer, unscaled
+from posenc.reporting.style import (
+    COLOURS,
+    legend_outside,
+    length_axis,
+    panel_grid,
+    pyplot,
+    save_figure,
+    series_styles,
+    split_panels,
+)
+from posenc.reporting.tables import lengths, pixels, scorer
+
+
+def _band(ax: Any, xs: list[int], est: list, colour: str) -> None:
+    if all(not math.isnan(e.low) for e in est):
+        ax.fill_between(xs, [e.low for e in est], [e.high for e in est], color=colour, alpha=0.12, linewidth=0)
 
 
 def plot_extrapolation(t: pd.DataFrame, metric: str, path: Path) -> None:
+    """The metric against evaluated length (tokens, log 2), one line per scheme x scale: a colour
+    per scheme, a line style and marker per scale; one panel per scheme past ``MAX_SERIES`` lines."""
     plt = pyplot()
 
     ns = lengths(t)
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    cells = list(dict.fromkeys(zip(t["pe"], t["scale"])))
-    plain = set(unscaled(t["scale"].unique()))
-    palette = plt.get_cmap("tab10" if len(cells) <= 10 else "tab20")
-    for i, (pe, scale) in enumerate(cells):
-        part = select(t, pe=pe, scale=scale, metric=metric)
-        est = [scorer(metric)(part, n) for n in ns]
-        xs = [int(n) for n, e in zip(ns, est) if e.n]
-        if not xs:
-            continue
-        es = [e for e in est if e.n]
-        colour = palette(i % palette.N)
-        ax.plot(
-            xs,
-            [e.mean for e in es],
-            marker="o",
-            color=colour,
-            label=f"{pe}/{scale}",
-            linestyle="-" if scale in plain else "--",
-        )
-        if all(not math.isnan(e.low) for e in es):
-            ax.fill_between(xs, [e.low for e in es], [e.high for e in es], color=colour, alpha=0.15)
-    ax.axvline(int(ns[0]), color="grey", linestyle=":", label="train length")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("evaluated length (tokens)")
-    ax.set_ylabel({"bpb": "bits per byte", "accuracy": "answer accuracy"}.get(metric, metric))
-    ax.set_title("mean over seeds, band: 95% interval", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    series = list(dict.fromkeys(zip(t["pe"], t["scale"])))
+    styles = series_styles(series)
+    panels = split_panels(series)
+    fig, axes = panel_grid(plt, len(panels), sharex=True, sharey=True)
+    for ax, cells in zip(axes, panels):
+        for pe, scale in cells:
+            part = select(t, pe=pe, scale=scale, metric=metric)
+            est = [(int(n), e) for n in ns if (e := scorer(metric)(part, n)).n]
+            if not est:
+                continue
+            xs, es = [n for n, _ in est], [e for _, e in est]
+            label = scale if len(panels) > 1 else f"{pe} / {scale}"
+            ax.plot(xs, [e.mean for e in es], label=label, **styles[pe, scale].kwargs())
+            _band(ax, xs, es, styles[pe, scale].color)
+        ax.axvline(int(ns[0]), color="grey", linestyle=":", linewidth=1, label="training length")
+        length_axis(ax)
+        ax.set_xlabel("evaluated length (tokens)")
+        if len(panels) > 1:
+            ax.set_title(cells[0][0], fontsize=9)
+    axes[0].set_ylabel({"bpb": "bits per byte", "accuracy": "answer accuracy"}.get(metric, metric))
+    fig.suptitle("mean over seeds, band: 95% interval", fontsize=9)
+    legend_outside(fig, axes, title="scale" if len(panels) > 1 else "scheme / scale", neutral=len(panels) > 1)
     save_figure(fig, path)
 
 
 def plot_resolution(r: pd.DataFrame, path: Path) -> None:
+    """Accuracy against evaluation resolution (pixels), one line per scheme x method, a column of
+    panels per fine-tune budget (and a row per scheme past ``MAX_SERIES`` lines)."""
     plt = pyplot()
 
     cols, steps = pixels(r), sorted(int(x) for x in r["finetune_steps"].dropna().unique())
     xs = [int(c[:-2]) for c in cols]
-    fig, axes = plt.subplots(1, len(steps), figsize=(6.5 * len(steps), 4.5), sharey=True, squeeze=False)
-    colours = {pe: plt.get_cmap("tab10")(i % 10) for i, pe in enumerate(r["pe"].unique())}
-    for ax, ft in zip(axes[0], steps):
-        for (pe, method), part in r[r["finetune_steps"] == ft].groupby(["pe", "method"], sort=False):
+    series = list(dict.fromkeys(zip(r["pe"], r["method"])))
+    styles = series_styles(series)
+    panels = [(ft, cells) for cells in split_panels(series) for ft in steps]
+    fig, axes = panel_grid(plt, len(panels), columns=len(steps), sharex=True, sharey=True)
+    for ax, (ft, cells) in zip(axes, panels):
+        for pe, method in cells:
+            part = r[(r["finetune_steps"] == ft) & (r["pe"] == pe) & (r["method"] == method)]
+            if part.empty:
+                continue
             est = [accuracy(part, c) for c in cols]
-            ax.plot(
-                xs,
-                [e.mean for e in est],
-                marker="o",
-                color=colours[pe],
-                label=f"{pe} / {method}",
-                linestyle="-" if moves_grid(method) or method == "none" else "--",
-            )
-            if all(not math.isnan(e.low) for e in est):
-                ax.fill_between(xs, [e.low for e in est], [e.high for e in est], color=colours[pe], alpha=0.1)
-        ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps", fontsize=10)
-        ax.set_xlabel("evaluation resolution (px)")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("accuracy (mean over seeds, band: 95% interval)")
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.tight_layout()
+            label = method if len(panels) > len(steps) else f"{pe} / {method}"
+            ax.plot(xs, [e.mean for e in est], label=label, **styles[pe, method].kwargs())
+            _band(ax, xs, est, styles[pe, method].color)
+        title = "no fine-tune" if ft == 0 else f"after {ft} fine-tune steps"
+        ax.set_title(f"{cells[0][0]}, {title}" if len(panels) > len(steps) else title, fontsize=9)
+        ax.set_xlabel("evaluation resolution (pixels)")
+    for ax in axes[:: len(steps)]:
+        ax.set_ylabel("accuracy")
+    fig.suptitle("mean over seeds, band: 95% interval", fontsize=9)
+    split = len(panels) > len(steps)
+    legend_outside(fig, axes, title="method" if split else "scheme / method", neutral=split)
     save_figure(fig, path)
 
 
 def plot_order(t: pd.DataFrame, path: Path) -> None:
+    """Permutation residual and order-task accuracy per cell, at init and trained (a colour and
+    a hatch per phase, so the bars stay apart in greyscale)."""
     plt = pyplot()
 
     groups = list(t.groupby(["model", "attention", "pe"], sort=False))
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.2 * len(groups)), 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.2 * len(groups)) + 1.5, 4.5), layout="constrained")
     for i, phase in enumerate(("init", "trained")):
+        look = {"color": COLOURS[i], "hatch": "//" if i else None, "edgecolor": "white"}
         xs = [j + (i - 0.5) * 0.4 for j in range(len(groups))]
         res = [float(g[g["phase"] == phase]["equivariance_residual"].max()) for _, g in groups]
         acc = [accuracy(g, "accuracy", phase=phase) for _, g in groups]
-        axes[0].bar(xs, [max(v, 1e-12) for v in res], 0.4, label=phase)
+        axes[0].bar(xs, [max(v, 1e-12) for v in res], 0.4, label=phase, **look)
         axes[1].bar(
             xs,
             [e.mean for e in acc],
             0.4,
             label=phase,
+            **look,
             yerr=[
                 [e.mean - e.low if not math.isnan(e.low) else 0 for e in acc],
                 [e.high - e.mean if not math.isnan(e.high) else 0 for e in acc],
@@ -109,6 +124,7 @@ def plot_order(t: pd.DataFrame, path: Path) -> None:
     labels = [f"{pe}\n{att}\n{model}" for (model, att, pe), _ in groups]
     for ax in axes:
         ax.set_xticks(range(len(groups)), labels, fontsize=7)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    axes[0].set_ylabel("relative residual")
+    axes[1].set_ylabel("accuracy")
+    legend_outside(fig, axes)
     save_figure(fig, path)
