@@ -128,6 +128,18 @@ def prepare(
     return cells, lengths
 
 
+def run_name(cells: Sequence[Cell]) -> str:
+    """``extrapolate-<task>-<schemes>-<scales>`` (``extrapolate-passkey-rope+alibi-none+yarn``; past
+    four, their count), so that a run folder names what it ran."""
+
+    def listed(names: Any, what: str) -> str:
+        distinct = list(dict.fromkeys(names))
+        return "+".join(distinct) if len(distinct) <= 4 else f"{len(distinct)}{what}"
+
+    task = cells[0].setup.config["choices"]["task"]
+    return f"extrapolate-{task}-{listed((c.pe for c in cells), 'pe')}-{listed((c.scale_name for c in cells), 'scales')}"
+
+
 TABLES = (
     TableSpec(
         "table",
@@ -199,7 +211,7 @@ def extrapolate(
         "cells": [c.setup.config for c in cells],
     }
     cache = ctx.cache_dir(cells[0].setup.config)
-    with ctx.running(f"extrapolate-{cells[0].setup.config['choices']['task']}", config) as run:
+    with ctx.running(run_name(cells), config) as run:
         started = time.perf_counter()
         rows, positions, depth_rows, notes = [], [], [], []
         models: dict[str, Trained] = {}

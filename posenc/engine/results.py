@@ -25,7 +25,8 @@ RESULTS_ENV = "POSENC_RESULTS"
 
 def results_root(explicit: str | os.PathLike | None = None) -> Path:
     """``--results-dir`` if given, else ``$POSENC_RESULTS``, else ``./results``; checked to be a
-    folder this process can write (or can create), so a bad root stops a command before any work."""
+    folder this process can write (or can create), so a bad root stops a command before any work.
+    Absolute, so that every path a run records (summaries, job records, caches) holds from anywhere."""
     root = Path(explicit or os.environ.get(RESULTS_ENV) or "results")
     where = "--results-dir" if explicit else f"${RESULTS_ENV}" if os.environ.get(RESULTS_ENV) else "results root"
     existing = next(p for p in (root, *root.absolute().parents) if p.exists())
@@ -34,7 +35,7 @@ def results_root(explicit: str | os.PathLike | None = None) -> Path:
         raise UserError(f"{where} {root} {what}; give a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(f"{where} {root}: {existing} is not writable; give a folder you can write")
-    return root
+    return root.absolute()
 
 
 def config_hash(config: dict[str, Any]) -> str:

@@ -53,6 +53,9 @@ def test_tables_and_root(tmp_path, monkeypatch):
     monkeypatch.setenv("POSENC_RESULTS", str(tmp_path / "env"))
     assert results_root() == tmp_path / "env"
     assert results_root(tmp_path / "flag") == tmp_path / "flag"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("POSENC_RESULTS")
+    assert results_root() == tmp_path / "results" and results_root("a/b") == tmp_path / "a" / "b"  # absolute
 
 
 ROOT = Path(__file__).resolve().parents[2]
