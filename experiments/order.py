@@ -34,7 +34,7 @@ from posenc.engine.config import compose, experiment_settings, list_options
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import IGNORE_INDEX, evaluate
 from posenc.engine.training import TrainResult, train
-from posenc.reporting.style import pyplot, save_figure
+from posenc.reporting.style import COLOURS, figure_format, legend_outside, pyplot, save_figure
 from posenc.tasks.base import EvalSplit, Task
 
 INVARIANCE_TOL = 1e-5  # relative residual of float32 attention whose sums run in another order
@@ -223,6 +223,7 @@ def run(cells: list[Cell], skipped: list[dict[str, str]], ctx: RunContext, *, pe
         raise ConfigError(f"--permutations must be >= 1, got {permutations}")
     if not cells:
         raise ConfigError("no cell to run")
+    fmt = figure_format(cells[0].setup.config)  # a bad plots.format stops here, before any work
     config = {"permutations": permutations, "cells": {c.label: c.setup.config for c in cells}, "skipped": skipped}
     device = ctx.device
     rows: list[dict[str, Any]] = []
@@ -255,7 +256,7 @@ def run(cells: list[Cell], skipped: list[dict[str, str]], ctx: RunContext, *, pe
             )
             out = ctx.write(run_dir, TABLES, {"order": pd.DataFrame(rows)})
         table = out.table
-        plot(table, run_dir.path / "order.png")
+        plot(table, run_dir.path / f"order.{fmt}")
         run_dir.update_summary(rows=len(table), skipped=skipped, invariance_tolerance=INVARIANCE_TOL)
     return out
 
@@ -295,28 +296,31 @@ class Order:
 
 
 def plot(table: pd.DataFrame, path: Path) -> None:
-    """Equivariance residual (log) and order-task accuracy per cell, at init and trained."""
+    """Equivariance residual (log) and order-task accuracy per cell, at init and trained (a colour
+    and a hatch per phase, so the bars stay apart in greyscale); one legend outside the data."""
     plt = pyplot()
 
     labels = [f"{r.pe}\n{r.attention}\n{r.model}" for r in table[table.phase == "init"].itertuples()]
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(labels)), 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(labels)) + 1.5, 4.5), layout="constrained")
     width = 0.4
     for i, phase in enumerate(("init", "trained")):
         part = table[table.phase == phase]
         xs = [j + (i - 0.5) * width for j in range(len(part))]
-        axes[0].bar(xs, part.equivariance_residual.clip(lower=1e-12), width, label=phase)
-        axes[1].bar(xs, part.accuracy, width, label=phase)
+        look = {"color": COLOURS[i], "hatch": "//" if i else None, "edgecolor": "white", "label": phase}
+        axes[0].bar(xs, part.equivariance_residual.clip(lower=1e-12), width, **look)
+        axes[1].bar(xs, part.accuracy, width, **look)
     axes[1].axhline(float(table.chance_95.max()), color="grey", ls=":", lw=1, label="chance, 95% bound")
     axes[0].set_yscale("log")
     axes[0].axhline(INVARIANCE_TOL, color="k", ls="--", lw=1, label=f"invariance tolerance {INVARIANCE_TOL:g}")
     axes[0].set_title("‖f(Px) − P·f(x)‖ / ‖f(x)‖ (max over permutations)")
+    axes[0].set_ylabel("relative residual")
     chance = table.chance.dropna()
     if len(chance):
         axes[1].axhline(float(chance.iloc[0]), color="k", ls="--", lw=1, label="chance")
     axes[1].set_ylim(0, 1.05)
     axes[1].set_title("order-task accuracy")
+    axes[1].set_ylabel("accuracy")
     for ax in axes:
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    legend_outside(fig, axes)
     save_figure(fig, path)

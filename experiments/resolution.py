@@ -36,7 +36,15 @@ from posenc.experiments.cache import TRAINED_AT, trained
 from posenc.models.vit import ViT, check_image_size
 from posenc.pe.grid import METHODS
 from posenc.pe.resample import MODES, SMOOTH_MODES
-from posenc.reporting.style import pyplot, save_figure
+from posenc.reporting.style import (
+    figure_format,
+    legend_outside,
+    panel_grid,
+    pyplot,
+    save_figure,
+    series_styles,
+    split_panels,
+)
 
 TABLES = (
     TableSpec(
@@ -158,30 +166,31 @@ def plot_similarity(similarity: torch.Tensor, grid: tuple[int, int], title: str,
 
 
 def plot_accuracy(long: pd.DataFrame, train_resolution: int, chance: float, path: Path) -> None:
-    """Accuracy against evaluation resolution, one line per scheme x method; fine-tuned on the right."""
+    """Accuracy against evaluation resolution (pixels), one line per scheme x method (a colour per
+    scheme, a line style and marker per method), a panel per fine-tune budget, and a row of them
+    per scheme past ``MAX_SERIES`` lines; one legend outside the data."""
     plt = pyplot()
 
     steps = sorted(long["finetune_steps"].unique())
-    colours = {pe: plt.get_cmap("tab10")(i % 10) for i, pe in enumerate(long["pe"].unique())}
-    dashed = ("extrapolate", "clip")  # raw coordinates of the new grid
-    fig, axes = plt.subplots(1, len(steps), figsize=(6 * len(steps), 4.5), sharey=True, squeeze=False)
-    for ax, ft in zip(axes[0], steps):
-        for (pe, method), part in long[long.finetune_steps == ft].groupby(["pe", "method"], sort=False):
-            ax.plot(
-                part["resolution"],
-                part["accuracy"],
-                marker="o",
-                color=colours[pe],
-                linestyle="--" if method in dashed else "-",
-                label=f"{pe} / {method}",
-            )
-        ax.axvline(train_resolution, color="grey", linewidth=0.8)
+    series = list(dict.fromkeys(zip(long["pe"], long["method"])))
+    styles = series_styles(series)
+    groups = split_panels(series)
+    split = len(groups) > 1
+    fig, axes = panel_grid(plt, len(groups) * len(steps), columns=len(steps), sharex=True, sharey=True)
+    for ax, (cells, ft) in zip(axes, [(cells, ft) for cells in groups for ft in steps]):
+        for pe, method in cells:
+            part = long[(long.finetune_steps == ft) & (long.pe == pe) & (long.method == method)]
+            label = method if split else f"{pe} / {method}"
+            ax.plot(part["resolution"], part["accuracy"], label=label, **styles[pe, method].kwargs())
+        ax.axvline(train_resolution, color="grey", linewidth=0.8, label="training resolution")
         ax.axhline(chance, color="grey", linestyle=":", linewidth=0.8, label="chance")
-        ax.set_title("no fine-tune" if ft == 0 else f"after {ft} fine-tune steps at each resolution", fontsize=10)
-        ax.set_xlabel("evaluation resolution (px)")
-    axes[0][0].set_ylabel("accuracy")
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    save_figure(fig, path, dpi=110, tight=True)
+        title = "no fine-tune" if ft == 0 else f"after {ft} fine-tune steps at each resolution"
+        ax.set_title(f"{cells[0][0]}: {title}" if split else title, fontsize=9)
+        ax.set_xlabel("evaluation resolution (pixels)")
+    for ax in axes[:: len(steps)]:
+        ax.set_ylabel("accuracy")
+    legend_outside(fig, axes, title="method" if split else "scheme / method", neutral=split)
+    save_figure(fig, path, dpi=110)
 
 
 def run(cfgs: list[DictConfig], ctx: RunContext) -> Result:
@@ -193,6 +202,7 @@ def run(cfgs: list[DictConfig], ctx: RunContext) -> Result:
     if not cfgs:
         raise ConfigError("no scheme to run")
     settings = _settings(cfgs[0])
+    fmt = figure_format(cfgs[0])  # a bad plots.format stops here, before any work
     setups = [build(c) for c in cfgs]
     plans = [_check(s, settings) for s in setups]
     names = [s.config["choices"]["pe"] for s in setups]
@@ -213,7 +223,7 @@ def run(cfgs: list[DictConfig], ctx: RunContext) -> Result:
         if similarity:
             tables["similarity"] = pd.DataFrame(similarity)
         result = ctx.write(run_dir, TABLES, tables)
-        plot_accuracy(long, task.resolution, chance, run_dir.path / "accuracy.png")
+        plot_accuracy(long, task.resolution, chance, run_dir.path / f"accuracy.{fmt}")
         run_dir.update_summary(
             train_resolution=task.resolution,
             chance=chance,
@@ -292,7 +302,7 @@ def _run(
                 sim,
                 grid0,
                 f"{name}: position-embedding similarity (rank corr. {similarity[-1]['rank_corr_trained']:.2f})",
-                run_dir.path / f"similarity_{name}.png",
+                run_dir.path / f"similarity_{name}.{figure_format(setup.config)}",
             )
         ft_cfg = dataclasses.replace(
             setup.train,
