@@ -14,7 +14,7 @@ from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text
 from posenc.engine.results import RunDir
 from posenc.reporting.compare import load, runs_of, tables_of
-from posenc.reporting.style import pyplot, save_figure
+from posenc.reporting.style import legend_outside, pyplot, save_figure, series_styles
 
 
 def _md(table: pd.DataFrame) -> str:
@@ -22,24 +22,25 @@ def _md(table: pd.DataFrame) -> str:
 
 
 def plot_curves(runs: Sequence[Path], path: Path) -> bool:
-    """Training and validation loss against step, one line per run; False when nothing to plot."""
+    """Training and validation loss against step, one line per run (a colour and a line style
+    each, a marker on validation points), one legend outside the data; False when nothing to plot."""
     plt = pyplot()
 
-    fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+    styles = series_styles([(run.name, run.name) for run in runs])
     drawn = False
     for run in runs:
         records = RunDir(run).read_records()
+        look = styles[run.name, run.name].kwargs()
         for ax, key in ((train_ax, "train_loss"), (val_ax, "val_loss")):
             points = [(r["step"], r[key]) for r in records if key in r]
             if points:
-                ax.plot(*zip(*points), label=run.name[16:], marker="." if key == "val_loss" else None)
+                ax.plot(*zip(*points), label=run.name[16:], **(look | ({} if key == "val_loss" else {"marker": None})))
                 drawn = True
     if drawn:
         for ax, title in ((train_ax, "training loss"), (val_ax, "validation loss")):
-            ax.set(title=title, xlabel="step", ylabel="nats per token")
-            ax.grid(alpha=0.3)
-        val_ax.legend(fontsize=7)
-        fig.tight_layout()
+            ax.set(title=title, xlabel="training step", ylabel="loss (nats per token)")
+        legend_outside(fig, [train_ax, val_ax], title="run")
         save_figure(fig, path, dpi=110)
     else:
         plt.close(fig)
