@@ -54,6 +54,7 @@ class Estimate:
     n: int
     items: int | None = None  # evaluation items behind each seed's accuracy, where recorded
     bootstrap: bool = False  # an accuracy whose items are unknown: the bootstrap over seeds
+    proportion: bool = False  # an accuracy: its string says its items, or that they are unknown
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Estimate:
@@ -80,7 +81,7 @@ class Estimate:
                 if len(xs) == 1
                 else (min(s["ci95_low"], w["ci95_low"]), max(s["ci95_high"], w["ci95_high"]))
             )
-        return cls(s["mean"], s["ci95_low"], s["ci95_high"], s["n"], trials, bootstrap)
+        return cls(s["mean"], s["ci95_low"], s["ci95_high"], s["n"], trials, bootstrap, proportion=True)
 
     @classmethod
     def paired(
@@ -94,9 +95,12 @@ class Estimate:
     def __str__(self) -> str:
         if self.n == 0:
             return "—"
-        n = f"n={self.n}" + (
-            ", items unknown: bootstrap over seeds" if self.bootstrap else f", {self.items} items" if self.items else ""
-        )
+        if self.bootstrap:
+            n = f"n={self.n}, items unknown: bootstrap over seeds"
+        elif self.items:
+            n = f"n={self.n}, {self.items} items"
+        else:
+            n = f"n={self.n}" + (", items unknown" if self.proportion else "")
         if math.isnan(self.low):
             return f"{self.mean:.3g} ({n})"
         return f"{self.mean:.3g} [{self.low:.3g}, {self.high:.3g}] ({n})"

@@ -17,7 +17,7 @@ def test_accuracy_takes_the_logit_t_interval_and_prints_n():
     ref = logit_t_interval([0.9, 0.95, 0.7])
     assert (e.mean, e.low, e.high, e.n) == pytest.approx((ref["mean"], ref["ci95_low"], ref["ci95_high"], 3))
     assert summarize([0.9, 0.95, 0.7])["ci95_high"] > 1 > e.high  # where the plain t interval left [0, 1]
-    assert str(e) == f"0.85 [{e.low:.3g}, {e.high:.3g}] (n=3)"
+    assert str(e) == f"0.85 [{e.low:.3g}, {e.high:.3g}] (n=3, items unknown)"
 
 
 def test_accuracy_at_0_or_1_uses_the_items_or_else_the_bootstrap_over_seeds():
@@ -40,7 +40,7 @@ def test_accuracy_at_0_or_1_uses_the_items_or_else_the_bootstrap_over_seeds():
 def test_one_seed_takes_the_wilson_interval_of_its_items_or_the_value_alone():
     one = Estimate.accuracy([0.75], trials=40)
     assert (one.low, one.high) == pytest.approx(wilson_interval(30, 40)) and one.n == 1
-    assert str(Estimate.accuracy([0.75])) == "0.75 (n=1)" and str(Estimate.accuracy([])) == "—"
+    assert str(Estimate.accuracy([0.75])) == "0.75 (n=1, items unknown)" and str(Estimate.accuracy([])) == "—"
 
 
 def test_a_table_with_eval_items_reads_them():

@@ -434,7 +434,7 @@ def test_accuracy_intervals_stay_inside_0_1_where_the_t_interval_left_it():
         assert len(cells) == 2 * 3 and len(ours) == 6  # learned: 2 methods x 3 resolutions; 6 schemes
         for mean, low, high, n in cells + ours:
             assert 0 <= float(low) <= float(mean) <= float(high) <= 1
-            assert n == (" (n=3, 128 items)" if items else " (n=3)")
+            assert n == (" (n=3, 128 items)" if items else " (n=3, items unknown)")
         expected = Estimate.accuracy(list(spread), items)
         assert f"learned {expected}" in section(text, "ViT") and expected.high < 1
 
@@ -482,7 +482,7 @@ def test_models_under_their_target_are_named_and_left_out_of_the_averages():
     assert "- `resolution`: 4 did not learn — nope (seed 0, 1, 2); learned (seed 1)." in under
     c7 = section(text, "C7").split("After ")[0]
     (row,) = [line for line in c7.splitlines() if line.startswith("| learned ") and "bilinear" in line]
-    assert row.count("(n=2)") == 3 and "(n=3)" not in row
+    assert row.count("(n=2, items unknown)") == 3 and "(n=3" not in row
     assert "nope" not in c7  # no seed of it learned
     assert "nope 0.25 [" in section(text, "ViT")  # the ablation reads every model
     # every model at its target: said once; a table without the column: no such part, as before
