@@ -121,6 +121,10 @@ class MetricSink(Protocol):
 
     def log(self, record: Mapping[str, Any]) -> None: ...
 
+    def table(self, name: str, table: pd.DataFrame, path: Path) -> None:
+        """A table the run wrote (``path``: its CSV in the run folder)."""
+        ...
+
     def close(self, status: str) -> None: ...
 
 
@@ -302,5 +306,10 @@ class RunContext:
             write_table(table, run.path, name)
         main = next((s.name for s in specs if s.main), specs[0].name)
         run.update_summary(table=main, tables=list(tables))
+        for sink in self.sinks:
+            for name, table in tables.items():
+                sink.table(name, table, run.path / f"{name}.csv")
+            if main in tables and len(tables[main]) == 1:  # one run's scores: final numbers in a tracker's run list
+                sink.log({"stage": "result", **tables[main].iloc[0].to_dict()})
         ordered = {main: tables[main], **tables} if main in tables else dict(tables)
         return Result(run, ordered)

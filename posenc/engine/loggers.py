@@ -9,7 +9,9 @@ any work (``sinks_from``).
 
 A record is what the training loop logs (``step``, ``train_loss``, ``val_bpb``, ...) with the
 stage it belongs to (``stage``: ``train rope/nope/text``, ``fine-tune yarn @ 512``); a logger
-keeps its numbers under ``<stage>/<key>`` at ``step``.
+keeps its numbers under ``<stage>/<key>`` at ``step``. A run's tables go to the trackers that
+hold files (MLflow artifacts under ``tables/``, W&B tables), and a main table of one row (one
+run's scores) also as the record of stage ``result``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class Logger:
                 f"logger={self.option} needs the '{self.package}' package: pip install 'posenc[{self.extra}]'"
             )
         self._count = 0
+
+    def table(self, name: str, table: Any, path: Path) -> None:
+        """A table the run wrote; the run folder holds it already, so by default nothing more."""
 
     def _step(self, record: Mapping[str, Any]) -> int:
         self._count += 1
@@ -173,6 +178,10 @@ class MLflowLogger(Logger):
         if metrics:
             self._client.log_batch(self._run_id, metrics=metrics)
 
+    def table(self, name: str, table: Any, path: Path) -> None:
+        if self._run_id is not None and path.is_file():
+            self._client.log_artifact(self._run_id, str(path), artifact_path="tables")
+
     def close(self, status: str) -> None:
         if self._run_id is not None:
             self._client.set_terminated(self._run_id, status=self.STATUS.get(status, "FINISHED"))
@@ -218,6 +227,12 @@ class WandbLogger(Logger):
     def log(self, record: Mapping[str, Any]) -> None:
         if self._run is not None:
             self._run.log(dict(scalars(record)), step=self._step(record))
+
+    def table(self, name: str, table: Any, path: Path) -> None:
+        if self._run is not None:
+            import wandb
+
+            self._run.log({f"tables/{name}": wandb.Table(dataframe=table)}, step=self._count)
 
     def close(self, status: str) -> None:
         if self._run is not None:

@@ -23,12 +23,16 @@ class Recorder:
         self.opened: list[str] = []
         self.records: list[dict[str, Any]] = []
         self.closed: list[str] = []
+        self.tables: list[tuple[str, int, bool]] = []
 
     def open(self, run: RunDir, config: dict[str, Any]) -> None:
         self.opened.append(run.path.name)
 
     def log(self, record: dict[str, Any]) -> None:
         self.records.append(dict(record))
+
+    def table(self, name: str, table: pd.DataFrame, path: Any) -> None:
+        self.tables.append((name, len(table), path.is_file()))
 
     def close(self, status: str) -> None:
         self.closed.append(status)
@@ -54,10 +58,10 @@ def test_a_run_that_ends_is_completed_with_provenance_and_its_tables(tmp_path):
     assert prov["overrides"] == ["pe=rope"] and prov["versions"]["torch"] and prov["hardware"]["cpus"] >= 1
     assert prov["dirty"] in (True, False) and len(prov["commit"]) == 40 and summary(run)["provenance"] == prov
     assert summary(run)["run_dir"] == str(run.path.resolve())
-    assert (
-        sink.opened == [run.path.name] and sink.records == [{"step": 1, "loss": 2.5}] and sink.closed == ["completed"]
-    )
-    assert [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()] == sink.records
+    assert sink.opened == [run.path.name] and sink.closed == ["completed"]
+    assert sink.records == [{"step": 1, "loss": 2.5}, {"stage": "result", "pe": "rope"}]  # the main table's one row
+    assert sink.tables == [("per_length", 1, True), ("table", 1, True)]
+    assert [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()] == sink.records[:1]
 
 
 def test_a_failure_marks_the_run_failed_with_its_error_line_and_propagates(tmp_path):

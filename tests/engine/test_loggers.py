@@ -19,7 +19,8 @@ STAGE = "train lm_tiny/rope/text"
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory):
-    """One real ``posenc train`` with every logger; its run folder and its metrics.jsonl records."""
+    """One real ``posenc train`` with every logger (slow: W&B starts its service); its run folder and
+    its metrics.jsonl records."""
     import sys
 
     from posenc.cli.app import main
@@ -48,6 +49,7 @@ def same(got, want, rel=1e-12):
     assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=rel)
 
 
+@pytest.mark.slow
 def test_the_run_folder_and_provenance_carry_the_name_and_tags(logged):
     root, run, records = logged
     assert run.name.split("-")[2:6] == ["ablation_a", "lm_tiny", "rope", "text"]
@@ -57,15 +59,20 @@ def test_the_run_folder_and_provenance_carry_the_name_and_tags(logged):
     assert series(records, "train_loss") and [s for s, _ in series(records, "val_loss")] == [3, 6]
 
 
+@pytest.mark.slow
 def test_csv_holds_every_number_of_every_record(logged):
     _, run, records = logged
     table = pd.read_csv(run / "metrics.csv")
-    assert list(table.columns) == ["stage", "step", "key", "value"] and set(table.stage) == {STAGE}
+    assert list(table.columns) == ["stage", "step", "key", "value"] and set(table.stage) == {STAGE, "result"}
+    scores = pd.read_csv(run / "table.csv").iloc[0]  # the run's one row of scores, as stage result
+    result = table[table.stage == "result"].set_index("key").value
+    assert result["val_bpb"] == scores.val_bpb and result["test_accuracy"] == scores.test_accuracy
     for key in ("train_loss", "val_loss", "lr"):
-        got = table[table.key == key]
+        got = table[(table.key == key) & (table.stage == STAGE)]
         same(list(zip(got.step, got.value)), series(records, key))
 
 
+@pytest.mark.slow
 def test_tensorboard_event_file_read_back_by_tensorboard(logged):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -78,6 +85,7 @@ def test_tensorboard_event_file_read_back_by_tensorboard(logged):
         same(got, series(records, key), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_mlflow_runs_read_back_from_the_file_store(logged):
     from mlflow.tracking import MlflowClient
 
@@ -90,6 +98,9 @@ def test_mlflow_runs_read_back_from_the_file_store(logged):
     for key in ("train_loss", "val_loss"):
         history = client.get_metric_history(found.info.run_id, f"{STAGE}/{key}")
         same([(m.step, m.value) for m in history], series(records, key))
+    assert found.data.metrics["result/val_bpb"] == pytest.approx(pd.read_csv(run / "table.csv").val_bpb[0])
+    (artifact,) = client.list_artifacts(found.info.run_id, "tables")
+    assert artifact.path == "tables/table.csv"
 
 
 def wandb_records(path: Path) -> list:
@@ -115,6 +126,7 @@ def wandb_records(path: Path) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_holds_the_history(logged):
     _, run, records = logged
     (file,) = (run / "wandb").glob("offline-run-*/run-*.wandb")
