@@ -41,6 +41,7 @@ from posenc.reporting.tables import (
     Tables,
     about,
     as_trained,
+    chance_words,
     encoding,
     ext_table,
     extrapolation_table,
@@ -51,6 +52,7 @@ from posenc.reporting.tables import (
     order_rows,
     pixels,
     present,
+    primary_metric,
     ranking,
     resolution_table,
     rise,
@@ -289,10 +291,12 @@ def c11(tables: Tables, meta: Meta) -> Section:
     ]
     p = ext_table(tables, PASSKEY.name)
     if p is not None:
+        metric = primary_metric(p)
         s.lines += [
-            "Passkey retrieval (answer accuracy; `suite/extrapolation_passkey.csv`):",
+            f"Passkey retrieval ({metric.replace('_', ' ')}{chance_words(select(p, metric=metric))}; "
+            "`suite/extrapolation_passkey.csv`):",
             "",
-            md(extrapolation_table(select(p, pe=rope), "accuracy")),
+            md(extrapolation_table(select(p, pe=rope), metric)),
             "",
         ]
     best = {sc: estimate(rows, ns[-1], scale=sc, metric="bpb") for sc in rows["scale"].unique()}
