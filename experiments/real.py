@@ -77,7 +77,7 @@ from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.results import config_hash
 from posenc.engine.training import resolve_device
 from posenc.models import pretrained
-from posenc.models.families import FAMILIES, describe_rope, family_of
+from posenc.models.families import FAMILIES, describe_rope, family_of, scaled_layer_type_of
 from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, scale_from_hf_config
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
@@ -88,12 +88,16 @@ from posenc.reporting.style import pyplot, save_figure
 class Checkpoint:
     """The ``model`` option of a real pretrained model (configs/model/pretrained.yaml): ``path`` a
     Hugging Face folder, a .gguf file or a hub id, ``dtype`` of its weights (RoPE stays float32),
-    ``device`` auto, cpu, cuda, cuda:N or mps. ``experiment=real`` scores it; nothing trains it."""
+    ``device`` auto, cpu, cuda, cuda:N or mps, ``scaled_layers`` the layer type a scaling acts on in
+    a model whose layer types have their own RoPE (Gemma 3; default its global layers; given as
+    ``+model.scaled_layers=sliding_attention``, so the cache keys of the others stay as they were).
+    ``experiment=real`` scores it; nothing trains it."""
 
     trains: ClassVar[bool] = False  # posenc's own model options train; a checkpoint is only scored
     path: str
     dtype: str = "float32"
     device: str = "auto"
+    scaled_layers: str | None = None
 
 
 @dataclass
@@ -440,7 +444,7 @@ class Prepared:
         source = source or self.source
         config = self.config if source is self.source else pretrained.read_config(source)
         dtype = pretrained.check_dtype(self.checkpoint.dtype)
-        return Model(pretrained.load_pretrained(source, config, dtype, self.device))
+        return Model(pretrained.load_pretrained(source, config, dtype, self.device, self.checkpoint.scaled_layers))
 
 
 def device_of(checkpoint: Checkpoint, default: torch.device | None = None) -> torch.device:
@@ -458,6 +462,10 @@ def prepare(checkpoint: Checkpoint, settings: RealSettings, device: torch.device
     source = pretrained.resolve_source(checkpoint.path)
     config = pretrained.read_config(source)
     dtype = pretrained.check_dtype(checkpoint.dtype)
+    try:
+        scaled_layer_type_of(config, checkpoint.scaled_layers)
+    except ConfigError as e:
+        raise ConfigError(f"model.scaled_layers: {e}") from None
     original = pretrained.original_context(config)
     longest = max(settings.lengths)
     factor = settings.factor or max(1.0, longest / original)

@@ -49,8 +49,7 @@ class Family:
     def convert(self, model: Any, scaled_layer_type: str | None = None) -> nn.Module:
         """The posenc model holding ``model``'s weights (its own tensors, not copies)."""
         if self.native:
-            if scaled_layer_type is not None:
-                raise ConfigError(f"'{self.model_type}' has one RoPE for every layer; no layer type to scale")
+            scaled_layer_type_of(model.config, scaled_layer_type)  # one RoPE: nothing may be asked
             return from_hf_llama(model)
         return InjectedLM(model, scaled_layer_type or self.scaled_layer_type)
 
@@ -98,6 +97,22 @@ def describe_rope(config: Any) -> str:
     return "; ".join(f"{t}: {one(rope_parameters(config, t))}" for t in types)
 
 
+def scaled_layer_type_of(config: Any, asked: str | None = None) -> str | None:
+    """The layer type a scaling acts on: ``asked``, else the global layers where the config gives
+    each layer type its own RoPE; None where every layer shares one. A type the model has not (or
+    any type asked of a model with one RoPE) is a ConfigError naming the valid ones, checked from
+    the config alone, before any weight is read."""
+    types = rope_layer_types(config)
+    if not types:
+        if asked is not None:
+            raise ConfigError(f"'{config.model_type}' has one RoPE for every layer; no layer type '{asked}' to scale")
+        return None
+    chosen = asked or (GLOBAL_LAYERS if GLOBAL_LAYERS in types else types[0])
+    if chosen not in types:
+        raise ConfigError(f"'{config.model_type}' has no layer type '{chosen}' to scale; valid: {', '.join(types)}")
+    return chosen
+
+
 class InjectedRotary(nn.Module):
     """Stands in for a transformers model's ``rotary_emb``: cos and sin of posenc RoPE schemes.
 
@@ -135,20 +150,8 @@ class InjectedLM(nn.Module):
     def __init__(self, model: Any, scaled_layer_type: str | None = None) -> None:
         super().__init__()
         config = model.config
-        types = rope_layer_types(config)
-        if not types:
-            if scaled_layer_type is not None:
-                raise ConfigError(
-                    f"'{config.model_type}' has one RoPE for every layer; no layer type '{scaled_layer_type}' to scale"
-                )
-            keys: tuple[str | None, ...] = (None,)
-        else:
-            keys = types
-            scaled_layer_type = scaled_layer_type or (GLOBAL_LAYERS if GLOBAL_LAYERS in types else types[0])
-            if scaled_layer_type not in types:
-                raise ConfigError(
-                    f"'{config.model_type}' has no layer type '{scaled_layer_type}' to scale; valid: {', '.join(types)}"
-                )
+        scaled_layer_type = scaled_layer_type_of(config, scaled_layer_type)
+        keys = rope_layer_types(config) or (None,)
         ropes = {key or "all": rope_from_hf_config(config, key) for key in keys}
         self.scaled_layer_type = scaled_layer_type
         self.model = model

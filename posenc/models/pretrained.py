@@ -183,16 +183,21 @@ def quiet_loading(gguf: bool) -> Iterator[None]:
 
 
 def load_pretrained(
-    source: Source, config: Any, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    source: Source,
+    config: Any,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    scaled_layer_type: str | None = None,
 ) -> Pretrained:
     """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
-    rotary frequencies and cos/sin stay float32 (``RoPE._apply``)."""
+    rotary frequencies and cos/sin stay float32 (``RoPE._apply``). ``scaled_layer_type``: the layer
+    type whose RoPE a scaling acts on, where each has its own (``families.scaled_layer_type_of``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with quiet_loading(gguf=source.gguf_file is not None):
         tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
         hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
-    lm = family_of(config).convert(hf.eval())
+    lm = family_of(config).convert(hf.eval(), scaled_layer_type)
     del hf
     return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)
 

@@ -33,9 +33,9 @@ def save(path, config_class, **kwargs):
     return path
 
 
-def test_gemma3_end_to_end_names_each_layer_types_rope(cli, tmp_path):
-    folder = save(
-        tmp_path / "gemma3",
+def gemma3(path):
+    return save(
+        path,
         "Gemma3TextConfig",
         sliding_window=8,
         layer_types=["sliding_attention", "full_attention"],
@@ -44,6 +44,10 @@ def test_gemma3_end_to_end_names_each_layer_types_rope(cli, tmp_path):
             "full_attention": {"rope_type": "default", "rope_theta": 10000.0},
         },
     )
+
+
+def test_gemma3_end_to_end_names_each_layer_types_rope(cli, tmp_path):
+    folder = gemma3(tmp_path / "gemma3")
     code, out, err = cli(
         "extrapolate",
         "--model",
@@ -88,3 +92,27 @@ def test_finetune_of_an_injected_family_is_one_line(cli, tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "model_type 'phi3' is scored zero-shot only (fine-tuned: llama)" in err
     assert not (tmp_path / "results").exists()
+
+
+def test_the_scaled_layer_type_is_an_option(cli, tmp_path, capsys):
+    """PI on the local layers instead of the global ones: the same model as shipped (none), another
+    perplexity under pi; a layer type the model has not is refused in one line before any work."""
+    folder = gemma3(tmp_path / "gemma3")
+    capsys.readouterr()
+    tables = []
+    for extra in ([], ["+model.scaled_layers=sliding_attention"]):
+        results = tmp_path / f"results{len(tables)}"
+        args = ["--model", folder, "--scale", "pi", "--lengths", "128", "--tail", "8", "--results-dir", results]
+        code, _, err = cli("extrapolate", *args, *extra)
+        assert code == 0, err
+        [run] = list((results / "runs").iterdir())
+        tables.append(pd.read_csv(run / "table.csv").set_index(["scale", "metric"])["128"])
+    assert tables[0][("none", "ppl")] == pytest.approx(tables[1][("none", "ppl")], rel=1e-6)
+    # a random model barely reads positions: 8e-4 apart here; ignoring the option gives exactly equal numbers
+    assert abs(tables[0][("pi", "ppl")] - tables[1][("pi", "ppl")]) > 1e-4 * tables[0][("pi", "ppl")]
+    code, _, err = cli(
+        "extrapolate", "--model", folder, "--results-dir", tmp_path / "bad", "+model.scaled_layers=chunked_attention"
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "model.scaled_layers: 'gemma3_text' has no layer type 'chunked_attention' to scale; valid: " in err
+    assert not (tmp_path / "bad").exists()
