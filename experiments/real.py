@@ -720,14 +720,15 @@ class Real:
 
 
 def passkey_plan(p: Prepared) -> list[tuple[str, int, float, int]]:
-    """(scale, length, depth, trial) of every passkey cell asked for."""
+    """(scale, length, depth, trial) of every passkey cell asked for, trial by trial (a run cut
+    short has as many trials in every cell, to one)."""
     s = p.settings
     return [
         (scale, n, d, t)
+        for t in range(s.passkey_trials)
         for scale in p.scales
         for n in s.lengths
         for d in s.passkey_depths or []
-        for t in range(s.passkey_trials)
     ]
 
 
@@ -953,19 +954,28 @@ def passkey_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 def plot_passkey(accuracy: pd.DataFrame, path: Path) -> Path:
-    """One length × depth heatmap of passkey accuracy per scale."""
+    """One length × depth heatmap of passkey exact match per scale, each cell labelled keys found
+    of trials (chance, a uniform guess of the key, is 1/90000: 0 on this scale)."""
     plt = pyplot()
 
     scales = list(dict.fromkeys(accuracy.scale))
     fig, axes = plt.subplots(1, len(scales), figsize=(1.5 + 3 * len(scales), 3.4), squeeze=False)
     for ax, scale in zip(axes[0], scales):
-        grid = accuracy[accuracy.scale == scale].pivot(index="depth", columns="length", values="accuracy")
+        part = accuracy[accuracy.scale == scale]
+        grid = part.pivot(index="depth", columns="length", values="accuracy")
+        found = part.pivot(index="depth", columns="length", values="correct")
+        trials = part.pivot(index="depth", columns="length", values="trials")
         ax.imshow(grid.values, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto", origin="lower")
+        for i in range(grid.shape[0]):
+            for j in range(grid.shape[1]):
+                if not pd.isna(found.values[i, j]):
+                    ax.text(j, i, f"{found.values[i, j]:.0f}/{trials.values[i, j]:.0f}", ha="center", va="center")
         ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns], rotation=45)
         ax.set_yticks(range(grid.shape[0]), [f"{d:g}%" for d in grid.index])
         ax.set_title(scale)
         ax.set_xlabel("length (tokens)")
     axes[0][0].set_ylabel("key depth")
+    fig.suptitle("passkey exact match (keys found / trials; chance 1/90000)")
     return save_figure(fig, path, tight=True)
 
 
