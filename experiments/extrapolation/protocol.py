@@ -182,6 +182,7 @@ def extrapolate(
     finetune_steps: int = 0,
     n_buckets: int = 16,
     recipes: Sequence[str] | None = None,
+    finetune_at: int | None = None,
 ) -> Result:
     """Evaluate every cell at every length into one run folder opened through ``ctx``; return
     its tables (``TABLES``: ``table``, ``per_position``, and ``depth`` for a task with depths).
@@ -192,6 +193,10 @@ def extrapolate(
     how the cell's model trained (``TRAINED_AT``: steps, criterion, target, reached_target,
     target_step). A model comes from the cache folder (``cache_dir``, default
     ``<results root>/cache``) when trained there before.
+
+    With ``finetune_at`` (a fixed target length: ``extrapolation.factor`` × L), each scaled model
+    is fine-tuned once there and that model is scored at every length, as PI and YaRN fine-tune
+    at their target; without it, each length gets its own fine-tune.
 
     ``recipes`` names the grid point of each config (``recipe_label``): a scheme trained under
     several is scored only under the one ``pick`` chooses, and the ``recipes`` table lists them all.
@@ -208,6 +213,7 @@ def extrapolate(
         "lengths": lengths,
         "finetune_steps": finetune_steps,
         "n_buckets": n_buckets,
+        "finetune_at": finetune_at,
         "cells": [c.setup.config for c in cells],
     }
     cache = ctx.cache_dir(cells[0].setup.config)
@@ -234,11 +240,18 @@ def extrapolate(
                 values, items = {m: {} for m in metrics}, []
                 head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "seed": cell.setup.seed}
                 head |= {"recipe": cell.recipe} if recipes else {}
+                tuned = None  # the model fine-tuned once at finetune_at, scored at every length
+                if ft and finetune_at:
+                    head["finetune_length"] = finetune_at
+                    tuned = copy.deepcopy(model_of.model)
+                    cell.scale.apply(tuned.pe, finetune_at)
+                    log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {finetune_at}", ft)
+                    finetune(tuned, cell.setup, finetune_at, ft, log)
                 for length in lengths:
-                    model = copy.deepcopy(model_of.model)
+                    model = copy.deepcopy(model_of.model if tuned is None else tuned)
                     cell.scale.apply(model.pe, length)
                     try:
-                        if ft:
+                        if ft and tuned is None:
                             log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", ft)
                             finetune(model, cell.setup, length, ft, log)
                         scores = score(model.to(device), task, length, cell.setup, device)
@@ -277,6 +290,7 @@ def extrapolate(
                             "items": n,
                             "chance": chance.get(m),
                             **trained_at,
+                            "params": sum(p.numel() for p in model_of.model.parameters()),  # for scale trends
                         }
                     )
         tables = {"table": pd.DataFrame(rows), "per_position": pd.DataFrame(positions)}
@@ -284,7 +298,15 @@ def extrapolate(
             tables["recipes"] = pd.DataFrame(recipe_rows)
         if depth_rows:
             long = pd.DataFrame(depth_rows)
-            index = ["pe", "scale", "finetune_steps", "seed", *(["recipe"] if recipes else []), "metric", "depth"]
+            index = [
+                "pe",
+                "scale",
+                "finetune_steps",
+                "seed",
+                *(["recipe"] if recipes else []),
+                "metric",
+                "depth",
+            ]
             depth = long.pivot_table(index=index, columns="length", values="value", sort=False).reset_index()
             depth.columns = [str(c) for c in depth.columns]
             cells_n = long.groupby(index, sort=False)["items"].min().reset_index()  # the same at every length
@@ -366,6 +388,13 @@ def job_plan(cfg: DictConfig) -> tuple[ExtrapolationConfig, list[DictConfig], li
     return settings, cfgs, labels if settings.recipes else []
 
 
+def finetune_length(settings: ExtrapolationConfig, cfg: DictConfig) -> int | None:
+    """The one length a fixed factor fine-tunes at (factor × train.seq_len), else None."""
+    if not (settings.finetune_steps and settings.factor):
+        return None
+    return round(settings.factor * cfg.train.seq_len)
+
+
 class Extrapolation:
     """The sweep protocol (``experiment=extrapolation``): the config's scheme under every scale
     of ``extrapolation.scales`` that applies to it, trained once, scored at every length."""
@@ -384,4 +413,5 @@ class Extrapolation:
             finetune_steps=settings.finetune_steps,
             n_buckets=settings.n_buckets,
             recipes=recipes,
+            finetune_at=finetune_length(settings, cfg),
         )

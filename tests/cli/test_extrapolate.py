@@ -54,6 +54,7 @@ def test_end_to_end_table_files_and_cache(cli, tmp_path):
         "target",
         "reached_target",
         "target_step",
+        "params",
     ]
     assert list(zip(table.pe, table.scale, table.metric)) == [
         ("rope", "none", "bpb"),

@@ -230,3 +230,20 @@ def test_a_failure_mid_run_marks_the_folder_failed(tmp_path, monkeypatch):
     summary = json.loads((run / "summary.json").read_text())
     assert (summary["status"], summary["error"]) == ("failed", "RuntimeError: out of memory")
     assert not (run / "table.csv").exists()
+
+
+def test_a_fixed_factor_fine_tunes_once_at_its_target_and_scores_that_model_everywhere(tmp_path):
+    from posenc.engine.config import compose
+    from posenc.engine.context import RunContext
+    from posenc.experiments.extrapolation.protocol import Extrapolation
+
+    events = []
+    overrides = ["extrapolation.factor=2", "extrapolation.finetune_steps=2", "extrapolation.lengths=[16,32,64]"]
+    result = Extrapolation().run(compose([*JOB, *overrides]), RunContext(tmp_path, on_event=events.append))
+    stages = [e.label for e in events if e.kind == "stage"]
+    # one fine-tune per scale at factor x L = 32 (not one per evaluated length)
+    assert stages == ["train rope", "finetune rope/none at 32", "finetune rope/pi at 32"]
+    tuned = result.table[result.table.finetune_steps == 2]
+    assert len(tuned) == 4 and (tuned.finetune_length == 32).all()
+    assert result.table[result.table.finetune_steps == 0].finetune_length.isna().all()
+    assert result.run.read_summary()["status"] == "completed"
