@@ -56,15 +56,17 @@ class Logger:
             raise ConfigError(
                 f"logger={self.option} needs the '{self.package}' package: pip install 'posenc[{self.extra}]'"
             )
-        self._count = 0
+        self._last = 0  # the step of the latest record that had one
 
     def table(self, name: str, table: Any, path: Path) -> None:
         """A table the run wrote; the run folder holds it already, so by default nothing more."""
 
     def _step(self, record: Mapping[str, Any]) -> int:
-        self._count += 1
+        """The record's ``step``; a record without one (a scorer's, a run's result) takes the last."""
         step = record.get("step")
-        return int(step) if isinstance(step, numbers.Integral) else self._count
+        if isinstance(step, numbers.Integral):
+            self._last = int(step)
+        return self._last
 
 
 class CSVLogger(Logger):
@@ -207,6 +209,7 @@ class WandbLogger(Logger):
             raise ConfigError(f"logger.wandb.mode: '{mode}' is not one of offline, online, disabled")
         self.project, self.mode, self.entity, self.name, self.tags = project, mode, entity, name, list(tags)
         self._run: Any = None
+        self._stages: set[str] = set()
 
     def open(self, run: RunDir, config: Mapping[str, Any]) -> None:
         import wandb
@@ -225,14 +228,21 @@ class WandbLogger(Logger):
         )
 
     def log(self, record: Mapping[str, Any]) -> None:
-        if self._run is not None:
-            self._run.log(dict(scalars(record)), step=self._step(record))
+        """W&B's own step only grows, while each stage counts its steps from 1 (a fine-tune after a
+        training): the record's step goes in as ``<stage>/step``, the x-axis of the stage's charts."""
+        if self._run is None:
+            return
+        stage = record.get("stage") or "run"
+        if stage not in self._stages:
+            self._run.define_metric(f"{stage}/*", step_metric=f"{stage}/step")
+            self._stages.add(stage)
+        self._run.log({**dict(scalars({**record, "stage": stage})), f"{stage}/step": self._step(record)})
 
     def table(self, name: str, table: Any, path: Path) -> None:
         if self._run is not None:
             import wandb
 
-            self._run.log({f"tables/{name}": wandb.Table(dataframe=table)}, step=self._count)
+            self._run.log({f"tables/{name}": wandb.Table(dataframe=table)})
 
     def close(self, status: str) -> None:
         if self._run is not None:

@@ -136,13 +136,16 @@ def test_wandb_offline_run_holds_the_history(logged):
         kinds.add(record.WhichOneof("record_type"))
         if record.WhichOneof("record_type") == "history":
             items = {"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in record.history.item}
-            history[items["_step"]] = items
+            history[items["_step"]] = items  # W&B's own step, one a record
         elif record.WhichOneof("record_type") == "run":
             assert record.run.display_name == "ablation a" and list(record.run.tags) == ["long", "rope"]
     assert {"run", "history", "exit"} <= kinds
     for key in ("train_loss", "val_loss"):
         tag = f"{STAGE}/{key}"
-        same([(s, h[tag]) for s, h in sorted(history.items()) if tag in h], series(records, key))
+        same([(h[f"{STAGE}/step"], h[tag]) for _, h in sorted(history.items()) if tag in h], series(records, key))
+    (result,) = [h for h in history.values() if "result/val_bpb" in h]
+    assert result["result/val_bpb"] == pytest.approx(pd.read_csv(run / "table.csv").val_bpb[0])
+    assert result["result/step"] == records[-1]["step"]  # a record without a step takes the last
 
 
 @pytest.mark.parametrize("option", ["tensorboard", "mlflow", "wandb"])  # each option's package and extra: its name
@@ -159,8 +162,8 @@ def test_an_unknown_logger_lists_the_options(cli, tmp_path):
     assert code == 2 and "unknown logger 'tb'; valid: csv, mlflow, tensorboard, wandb" in err
 
 
-def test_records_without_a_step_are_counted_and_only_numbers_kept():
+def test_records_without_a_step_take_the_last_and_only_numbers_are_kept():
     sink = loggers.CSVLogger()
-    assert sink._step({"loss": 1.0}) == 1 and sink._step({"step": 7}) == 7 and sink._step({}) == 3
+    assert sink._step({"loss": 1.0}) == 0 and sink._step({"step": 7}) == 7 and sink._step({}) == 7
     got = dict(loggers.scalars({"stage": "s", "step": 2, "loss": 1.5, "ok": True, "pe": "rope", "n": 3}))
     assert got == {"s/loss": 1.5, "s/n": 3.0}
