@@ -6,7 +6,18 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, EventBar, Overrides, Quiet, ResultsDir, Seed, console, fail, user_errors
+from posenc.cli.common import (
+    ConfigDir,
+    EventBar,
+    Overrides,
+    Quiet,
+    ResultsDir,
+    Seed,
+    console,
+    fail,
+    print_frame,
+    user_errors,
+)
 from posenc.cli.completion import options_of
 from posenc.cli.order import names
 
@@ -36,9 +47,9 @@ def check(
     Example: posenc check --pe rope,sinusoidal pe.base=500000
     """
     with user_errors():
-        from posenc.engine.context import RunContext
+        from posenc.engine.context import RunContext, main_table
         from posenc.engine.results import results_root
-        from posenc.experiments.check import plan, run
+        from posenc.experiments.check import Check, plan, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
@@ -50,11 +61,8 @@ def check(
     table, run_dir = result.table, result.run
     shown = table if not quiet else table[~table.passed.astype(bool)]
     if len(shown):
-        console.print(
-            shown.drop(columns=["seed", "note"]).to_markdown(index=False, floatfmt=".3g"),
-            highlight=False,
-            soft_wrap=True,
-        )
+        spec = main_table(Check)
+        print_frame(shown.drop(columns=["note"]), [*spec.keys, *spec.pairs], "numeric checks of the claims")
     console.print(f"run directory: {run_dir.path}", highlight=False, soft_wrap=True)
     failed = int((~table.passed.astype(bool)).sum())
     if failed:

@@ -137,21 +137,20 @@ def fit(widths: Mapping[str, int], front: Sequence[str], rest: Sequence[str], wi
     """The columns each stacked table repeats and the columns of each table, so that every table
     fits ``width`` (a rich column takes its text and 3 characters, a table 1 more): ``front``,
     or a row number ``#`` (its width in ``widths``) with ``front`` among the rest when ``front``
-    leaves no room for the widest of them; the rest packed in order."""
+    leaves no room for the widest of them; each of the rest, in order, into the first table with
+    room for it."""
     budget = width - 1
     front, rest = list(front), list(rest)
     if rest and sum(widths[c] + 3 for c in front) + max(widths[c] + 3 for c in rest) > budget:
         front, rest = ["#"], front + rest
     room = budget - sum(widths[c] + 3 for c in front)
-    parts: list[list[str]] = [[]]
-    used = 0
-    for c in rest:
-        if parts[-1] and used + widths[c] + 3 > room:
-            parts.append([])
-            used = 0
-        parts[-1].append(c)
-        used += widths[c] + 3
-    return front, parts
+    parts: list[list[str]] = []
+    for c in rest:  # into the first table with room, so a wide column does not strand a narrow one
+        part = next((p for p in parts if sum(widths[x] + 3 for x in p) + widths[c] + 3 <= room), None)
+        if part is None:
+            parts.append(part := [])
+        part.append(c)
+    return front, parts or [[]]
 
 
 def print_stacked(
@@ -160,6 +159,7 @@ def print_stacked(
     """Columns of rich-markup cells in as many stacked tables as the terminal's width needs
     (``fit``), each repeating the ``front`` columns (left) before its share of ``rest`` (right),
     so that no header and no value is cut."""
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
@@ -167,8 +167,10 @@ def print_stacked(
     cells = {"#": [str(i + 1) for i in range(rows)], **cells}
     width = {c: max([len(str(c)), *(Text.from_markup(x).cell_len for x in cells[c])]) for c in cells}
     shown_front, parts = fit(width, front, rest, console.width)
-    for n, part in enumerate(parts):
-        view = Table(title=title if n == 0 else None, show_header=True, header_style="bold")
+    if title:  # above the tables, not squeezed into the first one's width
+        console.print(f"[bold]{escape(title)}[/]", highlight=False)
+    for part in parts:
+        view = Table(show_header=True, header_style="bold")
         for c in [*shown_front, *part]:
             left = c in front or c == "#"
             view.add_column(str(c), justify="left" if left else "right", min_width=width[c], no_wrap=True)

@@ -95,5 +95,13 @@ def test_stacked_tables_repeat_the_keys_or_a_row_number_and_each_fits():
     # keys too wide to leave room for a value: each table repeats a row number instead
     wide = {**widths, "pe": 40, "scale": 30}
     front, parts = fit(wide, ["pe", "scale"], ["0", "1"], 80)
-    assert front == ["#"] and parts == [["pe"], ["scale", "0", "1"]]
+    assert front == ["#"] and parts == [["pe", "0", "1"], ["scale"]]  # each column into the first table with room
     assert all(sum(wide[c] + 3 for c in front + p) + 1 <= 80 for p in parts)
+
+
+def test_check_fits_80_columns(cli, tmp_path, monkeypatch):
+    """The claims' prose column alone nearly fills 80 columns: it gets a table of its own."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli("check", "--pe", "rope,sinusoidal", "--results-dir", tmp_path)
+    assert code == 0, err
+    assert_whole(out, pd.read_csv(run_dir(tmp_path) / "check.csv"), left_out=("note",))
