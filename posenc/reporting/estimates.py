@@ -339,11 +339,17 @@ class Family:
 
     name: str
     tests: list[Test]
-    correction: str = "holm"
-    alpha: float = ALPHA
+    correction: str = ""  # empty: the data file's (configs/findings.yaml, verdicts.correction)
+    alpha: float = math.nan  # NaN: the data file's (verdicts.alpha)
     model: str = ""  # the model the tests read, in words (its size)
 
     def __post_init__(self) -> None:
+        if not self.correction or math.isnan(self.alpha):
+            from posenc.reporting.literature import verdict_settings  # the data file imports Effect from here
+
+            settings = verdict_settings()
+            self.correction = self.correction or settings["correction"]
+            self.alpha = settings["alpha"] if math.isnan(self.alpha) else self.alpha
         if self.correction not in CORRECTIONS:
             raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {self.correction!r}")
 

@@ -19,7 +19,6 @@ from posenc.analysis.stats import outside_margin, tost
 from posenc.reporting.estimates import (
     ACCURACY_GAP,
     AGREES,
-    ALPHA,
     DISAGREES,
     INCONCLUSIVE,
     Estimate,
@@ -158,8 +157,8 @@ def alibi(tables: Tables, meta: Meta) -> Section:
         tests += [Test.of(f"{subject}'s rise − {o}'s", "<", own, rises(t, o)) for o in rivals]
         family = Family("ALiBi", tests, model=about(meta, TEXT.name, t)["model"])
         s.families.append(family)
-        flat = tost(list(own.values()), margin) < ALPHA
-        fall = outside_margin(list(own.values()), margin) < ALPHA and d[subject].mean < 0
+        flat = tost(list(own.values()), margin) < family.alpha
+        fall = outside_margin(list(own.values()), margin) < family.alpha and d[subject].mean < 0
         shape = (
             f"stays flat (its rise is shown inside ±{margin:g} bits by TOST)"
             if flat

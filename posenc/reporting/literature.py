@@ -134,6 +134,20 @@ def literature() -> dict[str, dict[str, Entry]]:
     }
 
 
+@cache
+def verdict_settings() -> dict[str, Any]:
+    """How verdicts are decided (``verdicts:`` in the data file): the multiple-testing correction
+    within each family (``holm`` or ``bh``, Benjamini–Hochberg) and the family-wise level ``alpha``."""
+    data = yaml.safe_load((config_root() / FILE).read_text()) or {}
+    node = {"correction": "holm", "alpha": 0.05, **(data.get("verdicts") or {})}
+    if node["correction"] not in ("holm", "bh") or not 0 < float(node["alpha"]) < 1:
+        raise ConfigError(
+            f"{FILE}: verdicts.correction must be holm or bh and verdicts.alpha in (0, 1), got "
+            f"{node['correction']!r} and {node['alpha']!r}"
+        )
+    return {"correction": str(node["correction"]), "alpha": float(node["alpha"])}
+
+
 def claim(key: str) -> Entry:
     return _get("claims", key)
 

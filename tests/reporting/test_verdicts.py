@@ -174,3 +174,24 @@ def test_a_scale_sweep_gets_one_verdict_per_size_and_says_whether_it_moves():
     table = text.split("## Verdicts")[1].split("## The seed")[0]
     assert "### NoPE (params 1)" in text and "### NoPE (params 2)" in text
     assert "- NoPE, at 512 tokens: moves with scale — params 1 agrees; params 2 disagrees." in table
+
+
+def test_the_correction_and_level_come_from_the_data_file(tmp_path, monkeypatch):
+    """configs/findings.yaml's ``verdicts:`` sets every family's correction (holm, or bh) and level;
+    a value outside them is one clear line."""
+    from posenc.core.errors import ConfigError
+    from posenc.reporting import literature
+
+    family = Family("F", [Claim.of("a − b", ">", *arms(CLEAR))])
+    assert (family.correction, family.alpha) == ("holm", 0.05)
+    monkeypatch.setattr(literature, "config_root", lambda: tmp_path)
+    for text, expected in (("verdicts: {correction: bh, alpha: 0.1}", ("bh", 0.1)), ("{}", ("holm", 0.05))):
+        (tmp_path / "findings.yaml").write_text(text)
+        literature.verdict_settings.cache_clear()
+        family = Family("F", [Claim.of("a − b", ">", *arms(CLEAR))])
+        assert (family.correction, family.alpha) == expected
+    (tmp_path / "findings.yaml").write_text("verdicts: {correction: bonferroni}")
+    literature.verdict_settings.cache_clear()
+    with pytest.raises(ConfigError, match="verdicts.correction must be holm or bh"):
+        Family("F", [])
+    literature.verdict_settings.cache_clear()
