@@ -190,7 +190,9 @@ class RunContext:
     ``cache``: the folder runs share (a sweep job's is its sweep's results root's, not its own
     folder's); ``on_event``: where progress goes; ``sinks``: where records also go; ``config``:
     the composed config, whose ``logger`` node adds its loggers to the sinks (a missing package is
-    a ``ConfigError`` here, before any work) and whose ``name`` and ``tags`` go to the provenance.
+    a ``ConfigError`` here, before any work) and whose ``name`` and ``tags`` go to the provenance;
+    ``results``: the results root the loggers keep their stores in (a sweep job's is its sweep's,
+    default ``root``).
     """
 
     root: Path
@@ -201,12 +203,14 @@ class RunContext:
     device_name: str = "auto"
     cache: Path | None = None
     config: Mapping[str, Any] | None = None
+    results: Path | None = None
     _runs: list[RunDir] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         from posenc.engine.loggers import sinks_from
 
-        self.sinks = [*self.sinks, *sinks_from(self.config)] if self.config is not None else list(self.sinks)
+        loggers = sinks_from(self.config, self.results or self.root) if self.config is not None else []
+        self.sinks = [*self.sinks, *loggers]
         self.name = self.config.get("name") if self.config is not None else None
         tags = self.config.get("tags") if self.config is not None else None
         self.tags = [str(t) for t in tags] if tags else []

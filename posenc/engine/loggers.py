@@ -131,8 +131,8 @@ class TensorBoardLogger(Logger):
 class MLflowLogger(Logger):
     """An MLflow run per posenc run, in the experiment ``experiment`` of the tracking store
     ``tracking_uri`` (default: ``<results root>/mlruns``, a file store, which needs no server and no
-    database; ``sqlite:///...`` or a server's URL otherwise); the config flattened into params,
-    ``tags`` as tags. Needs only ``mlflow-skinny`` (the client)."""
+    database, shared by the jobs of every sweep into that root; ``sqlite:///...`` or a server's URL
+    otherwise); the config flattened into params, ``tags`` as tags. Needs only ``mlflow-skinny``."""
 
     package, extra, option = "mlflow", "mlflow", "mlflow"
     STATUS: ClassVar[dict[str, str]] = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
@@ -143,9 +143,11 @@ class MLflowLogger(Logger):
         experiment: str = "posenc",
         name: str | None = None,
         tags: Sequence[str] = (),
+        results_root: str | None = None,
     ) -> None:
         super().__init__()
         self.tracking_uri, self.experiment, self.name, self.tags = tracking_uri, experiment, name, list(tags)
+        self.results_root = results_root
         self._client: Any = None
         self._run_id: str | None = None
 
@@ -153,7 +155,8 @@ class MLflowLogger(Logger):
         from mlflow.tracking import MlflowClient
 
         self.close("superseded")
-        uri = self.tracking_uri or (run.path.parents[1] / "mlruns").resolve().as_uri()
+        root = Path(self.results_root) if self.results_root else run.path.parents[1]  # the folder above runs/
+        uri = self.tracking_uri or (root / "mlruns").resolve().as_uri()
         if uri.startswith("file:"):  # MLflow 3 refuses a file store (its default here) unless asked for
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self._client = MlflowClient(tracking_uri=uri)
@@ -250,16 +253,18 @@ class WandbLogger(Logger):
             self._run = None
 
 
-def sinks_from(cfg: Mapping[str, Any]) -> list[Logger]:
+def sinks_from(cfg: Mapping[str, Any], results_root: Path | None = None) -> list[Logger]:
     """The loggers the config's ``logger`` node names, built (none when it has none). A logger
     whose package is missing is a ``ConfigError`` naming its extra, raised here, before any work;
-    the config's ``name`` and ``tags`` go to the trackers that show them."""
+    the config's ``name`` and ``tags`` go to the trackers that show them, ``results_root`` to
+    those that keep a store there (MLflow's default)."""
     from posenc.engine.config import instantiate, to_container
 
     node = cfg.get(GROUP) if cfg is not None else None
     if not node:
         return []
     common = {"name": cfg.get("name"), "tags": list(to_container(cfg.get("tags")) or [])}
+    common["results_root"] = str(results_root) if results_root is not None else None
     sinks = []
     for option, sub in to_container(node).items():
         cls = _target(sub, f"{GROUP}.{option}")

@@ -395,9 +395,15 @@ def run_job(cfg: DictConfig) -> dict[str, Any]:
         record_job(job_dir, table=main_table(protocol).name, tables=[t.name for t in protocol.tables])
         device = str(cfg.train.get("device", "auto")) if "train" in cfg else "auto"
         # the jobs of every sweep into one results root share its cache (trained models, scored cells)
-        cache = Path(read_sweep(Path(hc.sweep.dir))["results_root"]) / "cache"
+        results = Path(read_sweep(Path(hc.sweep.dir))["results_root"])
         ctx = RunContext(
-            root=job_dir, resume=previous, overrides=overrides, device_name=device, cache=cache, config=cfg
+            root=job_dir,
+            resume=previous,
+            overrides=overrides,
+            device_name=device,
+            cache=results / "cache",
+            config=cfg,
+            results=results,  # the trackers' stores too (MLflow's default) are the sweep's results root's
         )
         result = protocol.run(cfg, ctx)
         record_job(job_dir, run_dir=str(result.run.path))

@@ -167,3 +167,25 @@ def test_records_without_a_step_take_the_last_and_only_numbers_are_kept():
     assert sink._step({"loss": 1.0}) == 0 and sink._step({"step": 7}) == 7 and sink._step({}) == 7
     got = dict(loggers.scalars({"stage": "s", "step": 2, "loss": 1.5, "ok": True, "pe": "rope", "n": 3}))
     assert got == {"s/loss": 1.5, "s/n": 3.0}
+
+
+@pytest.mark.slow
+def test_a_sweeps_jobs_log_into_one_store_and_posenc_runs_finds_them(tmp_path):
+    from mlflow.tracking import MlflowClient
+    from typer.testing import CliRunner
+
+    from posenc.cli.app import app
+
+    tiny = ["experiment=smoke", "train.steps=3", "train.log_every=1", "eval.max_windows=2", "eval.periodic_windows=2"]
+    args = ["sweep", *tiny, "pe=rope,nope", "logger=[csv,mlflow]", "tags=[swept]", "--results-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    runs = CliRunner().invoke(app, ["runs", "--results-dir", str(tmp_path), "-f", "json", "--where", "tags=swept"])
+    listed = {r["pe"]: r for r in json.loads(runs.output)}
+    assert sorted(listed) == ["nope", "rope"] and {r["status"] for r in listed.values()} == {"completed"}
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())  # the sweep's results root's store
+    found = client.search_runs([client.get_experiment_by_name("posenc").experiment_id])
+    assert sorted(r.data.params["choices.pe"] for r in found) == ["nope", "rope"]
+    for r in found:
+        run = tmp_path / listed[r.data.params["choices.pe"]]["run"]
+        assert r.data.tags["posenc.run_dir"] == str(run) and (run / "metrics.csv").is_file()
