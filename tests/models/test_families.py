@@ -207,3 +207,40 @@ def test_a_saved_folder_loads_through_the_real_model_path(tmp_path):
         losses = loaded.lm(ids, targets=targets)
     expected = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
     assert_close(losses[:, :-1], expected, rtol=1e-4, atol=1e-5)
+
+
+def posenc_scales():
+    from posenc.pe.scaling import PI, DynamicNTK, Llama3, YaRN
+
+    params = scalings(HEAD_DIM)
+    return {
+        "linear": PI(factor=4.0, original_length=MAX_POS),
+        "dynamic": DynamicNTK(factor=2.0, original_length=MAX_POS),
+        "yarn": YaRN(factor=4.0, original_length=ORIGINAL, beta_fast=16.0, beta_slow=1.0),
+        "llama3": Llama3(
+            factor=8.0,
+            original_length=ORIGINAL,
+            **{k: params["llama3"][k] for k in ("low_freq_factor", "high_freq_factor")},
+        ),
+    }
+
+
+ON_TOP = [(f, t) for f in ("qwen2", "gemma2", "gemma3_text", "olmo2", "smollm3") for t in posenc_scales()]
+
+
+@pytest.mark.parametrize(("family", "rope_type"), ON_TOP, ids=[f"{f}-{t}" for f, t in ON_TOP])
+def test_a_posenc_scale_on_the_shipped_model_equals_transformers_with_that_scaling(family, rope_type):
+    """``posenc extrapolate``'s way: the model as shipped, posenc's scale installed on ``pe`` (Gemma 3:
+    its global layers), against transformers' model of the same weights whose config ships the scaling."""
+    shipped, scaled = tiny(family), tiny(family, rope_type)
+    assert all(torch.equal(a, b) for a, b in zip(shipped.state_dict().values(), scaled.state_dict().values()))
+    refs = references(scaled, [24, 3 * MAX_POS + 5])
+    ours = family_of(shipped.config).convert(shipped).eval()
+    scale = posenc_scales()[rope_type]
+    for ids, logits in refs:
+        if scale.length_dependent:
+            ours.follow_length(scale)
+        else:
+            scale.apply(ours.pe, ids.shape[1])
+        with torch.no_grad():
+            assert_close(ours(ids), logits, rtol=1e-4, atol=1e-5)
