@@ -63,37 +63,62 @@ def _meta_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
-SIZE_COLUMNS = ("params", "model_size", "model.d_model")  # a table's key column for a scale sweep
+SIZE_COLUMNS = ("model_size", "model.d_model", "params")  # a table's column for a scale sweep, preferred first
+SAME_SIZE = 3.0  # parameter counts within this factor are one model size: schemes (a learned table, NoPE's
+# deeper LM) add parameters to one architecture; a scale sweep's sizes lie several times apart (30× over 3)
 
 
-def model_sizes(tables: Tables) -> tuple[str, list[Any]]:
-    """The size column of a scale sweep and its values (ascending) in the tables that have it, or
-    ("", []) when no table varies the model's size."""
+def model_sizes(tables: Tables) -> tuple[str, list[tuple[str, list[Any]]]]:
+    """The size column of a scale sweep and its sizes, smallest first, each as (label, the column's
+    values it holds), or ("", []) when the tables hold one size. Parameter counts are grouped
+    (``SAME_SIZE``): every row names its own model's count, and schemes differ by a few tables."""
     for column in SIZE_COLUMNS:
-        values = {v for t in tables.values() if column in t for v in t[column].dropna().unique()}
-        if len(values) > 1:
-            return column, sorted(values)
+        values = sorted({v for t in tables.values() if column in t for v in t[column].dropna().unique()})
+        if len(values) < 2:
+            continue
+        if column != "params":
+            return column, [(f"{column} {v:g}" if isinstance(v, float) else f"{column} {v}", [v]) for v in values]
+        groups: list[list[Any]] = []
+        for v in values:
+            if groups and float(v) <= SAME_SIZE * float(groups[-1][0]):
+                groups[-1].append(v)
+            else:
+                groups.append([v])
+        if len(groups) > 1:
+            return column, [
+                (f"params {_count(g[0])}–{_count(g[-1])}" if len(g) > 1 else f"params {_count(g[0])}", g)
+                for g in groups
+            ]
     return "", []
 
 
-def of_size(tables: Tables, column: str, value: Any) -> Tables:
+def _count(n: Any) -> str:
+    n = float(n)
+    return f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n / 1e3:.3g}k" if n >= 1e3 else f"{n:g}"
+
+
+def of_size(tables: Tables, column: str, values: list[Any]) -> Tables:
     """Every table's rows of one model size (a table without the column is kept whole)."""
-    return {k: t[t[column] == value] if column in t else t for k, t in tables.items()}
+    return {k: t[t[column].isin(values)] if column in t else t for k, t in tables.items()}
 
 
 def sections(functions: Any, tables: Tables, meta: dict[str, Any]) -> list[Section]:
-    """Each section; in a scale sweep, one per model size, each family named with its size."""
-    column, values = model_sizes(tables)
-    if not values:
+    """Each section; in a scale sweep, one per model size, each family named with its size (a
+    section that reads no table of the sweep, and so is the same at every size, once)."""
+    column, sizes = model_sizes(tables)
+    if not sizes:
         return [f(tables, meta) for f in functions]
     out = []
     for f in functions:
-        for value in values:
-            s = f(of_size(tables, column, value), meta)
-            s.key = f"{s.key} ({column} {value:g})" if isinstance(value, float) else f"{s.key} ({column} {value})"
+        per_size = [(label, f(of_size(tables, column, values), meta)) for label, values in sizes]
+        if len({s.text() for _, s in per_size}) == 1:
+            out.append(per_size[0][1])
+            continue
+        for label, s in per_size:
+            s.key = f"{s.key} ({label})"
             for family in s.families:
-                family.model = f"{column} {value}" + (f": {family.model}" if family.model else "")
-                family.name = f"{family.name} ({column} {value})"
+                family.model = label + (f": {family.model}" if family.model else "")
+                family.name = f"{family.name} ({label})"
             out.append(s)
     return out
 
@@ -134,13 +159,14 @@ def verdict_lines(done: list[Section], tables: Tables) -> list[str]:
         md(pd.DataFrame(rows)),
         "",
     ]
-    column, values = model_sizes(tables)
-    if values:
+    _, sizes = model_sizes(tables)
+    if sizes:
         by_name: dict[str, dict[Any, str]] = {}
         for s in done:
             for f in s.families:
-                base = f.name.rsplit(f" ({column} ", 1)[0]
-                by_name.setdefault(base, {})[f.model.split(":", 1)[0]] = f.verdict
+                label = next((lb for lb, _ in sizes if f.name.endswith(f" ({lb})")), None)
+                if label is not None:
+                    by_name.setdefault(f.name[: -len(label) - 3], {})[label] = f.verdict
         for name, verdicts in by_name.items():
             moves = len(set(verdicts.values())) > 1
             lines.append(

@@ -116,7 +116,7 @@ def passkey(sizes=(None,), metric_rows=("accuracy",), split=False) -> pd.DataFra
                 for seed in SEEDS:
                     for which in ("test", "val") if split else ("test",):
                         far = (0.6 if pe == "nope" else 0.3) + 0.01 * seed
-                        if size == 2 and pe == "rope":
+                        if size == 100_000 and pe == "rope":
                             far = 0.9  # at the larger size rope wins
                         rows.append(
                             {
@@ -130,7 +130,8 @@ def passkey(sizes=(None,), metric_rows=("accuracy",), split=False) -> pd.DataFra
                                 "512": far if which == "test" else 0.0,
                                 "items": 64,
                                 "chance": 0.1 if metric == "accuracy" else 1e-5,
-                                **({"params": size} if size is not None else {}),
+                                # NoPE's deeper LM has more parameters than the others at one size
+                                **({"params": size * (3 if pe == "nope" else 2)} if size is not None else {}),
                                 **({"split": which} if split else {}),
                                 "status": "completed",
                             }
@@ -170,10 +171,17 @@ def test_only_the_test_split_is_read_where_the_table_names_its_split():
 
 
 def test_a_scale_sweep_gets_one_verdict_per_size_and_says_whether_it_moves():
-    text = render({"extrapolation_passkey": passkey(sizes=(1, 2))}, META)
+    """Two sizes 100× apart; within each, NoPE's deeper LM has 1.5× the others' parameters and is
+    the same size (within ``SAME_SIZE``), not a size of its own."""
+    text = render({"extrapolation_passkey": passkey(sizes=(1000, 100_000))}, META)
     table = text.split("## Verdicts")[1].split("## The seed")[0]
-    assert "### NoPE (params 1)" in text and "### NoPE (params 2)" in text
-    assert "- NoPE, at 512 tokens: moves with scale — params 1 agrees; params 2 disagrees." in table
+    assert "### NoPE (params 2k–3k)" in text and "### NoPE (params 200k–300k)" in text
+    assert "- NoPE, at 512 tokens: moves with scale — params 2k–3k agrees; params 200k–300k disagrees." in table
+    assert "| NoPE, at 512 tokens (params 2k–3k) " in table
+    # a section that reads no table of the sweep is the same at every size: once, unnamed
+    assert text.count("### C4 — ") == 1 and "### C4 (" not in text
+    # one size: no split, however the schemes' parameter counts differ
+    assert "### NoPE (" not in render({"extrapolation_passkey": passkey(sizes=(1000,))}, META)
 
 
 def test_the_correction_and_level_come_from_the_data_file(tmp_path, monkeypatch):
