@@ -169,11 +169,15 @@ def print_stacked(
     shown_front, parts = fit(width, front, rest, console.width)
     if title:  # above the tables, not squeezed into the first one's width
         console.print(f"[bold]{escape(title)}[/]", highlight=False)
+    room = console.width - 1 - sum(width[c] + 3 for c in shown_front)
     for part in parts:
         view = Table(show_header=True, header_style="bold")
         for c in [*shown_front, *part]:
             left = c in front or c == "#"
-            view.add_column(str(c), justify="left" if left else "right", min_width=width[c], no_wrap=True)
+            if c in part and width[c] + 3 > room:  # wider than any table can be: wrapped at spaces, not cut
+                view.add_column(str(c), justify="left", overflow="fold")
+            else:
+                view.add_column(str(c), justify="left" if left else "right", min_width=width[c], no_wrap=True)
         for i in range(rows):
             view.add_row(*(cells[c][i] for c in [*shown_front, *part]))
         console.print(view)

@@ -105,3 +105,18 @@ def test_check_fits_80_columns(cli, tmp_path, monkeypatch):
     code, out, err = cli("check", "--pe", "rope,sinusoidal", "--results-dir", tmp_path)
     assert code == 0, err
     assert_whole(out, pd.read_csv(run_dir(tmp_path) / "check.csv"), left_out=("note",))
+
+
+def test_a_column_wider_than_the_terminal_wraps_at_spaces_instead_of_being_cut(monkeypatch, capsys):
+    from posenc.cli.common import print_frame
+
+    monkeypatch.setenv("COLUMNS", "80")
+    overrides = " ".join(f"model.key_{i}={i * 1.5}" for i in range(12))  # ~210 characters
+    table = pd.DataFrame(
+        [{"sweep": "text", "job": 0, "overrides": overrides}, {"sweep": "order", "job": 1, "overrides": "seed=1"}]
+    )
+    print_frame(table, ["sweep", "job"])
+    out = capsys.readouterr().out
+    assert fits(out) and "…" not in out
+    words = [w for line in out.splitlines() for w in line.strip("│┃ ").replace("│", " ").split()]
+    assert all(w in words for w in overrides.split())
