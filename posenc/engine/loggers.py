@@ -49,13 +49,8 @@ class Logger:
 
     package: ClassVar[str | None] = None  # the module the logger imports (None: the standard library)
     extra: ClassVar[str | None] = None  # posenc's extra that installs it
-    option: ClassVar[str] = ""  # its option in the ``logger`` group
 
     def __init__(self) -> None:
-        if self.package is not None and importlib.util.find_spec(self.package) is None:
-            raise ConfigError(
-                f"logger={self.option} needs the '{self.package}' package: pip install 'posenc[{self.extra}]'"
-            )
         self._last = 0  # the step of the latest record that had one
 
     def table(self, name: str, table: Any, path: Path) -> None:
@@ -72,8 +67,6 @@ class Logger:
 class CSVLogger(Logger):
     """``metrics.csv`` in the run folder, one row a number: ``stage,step,key,value`` (a long
     table, so that new keys need no new header and the file only grows)."""
-
-    option = "csv"
 
     def __init__(self, filename: str = "metrics.csv") -> None:
         super().__init__()
@@ -102,7 +95,7 @@ class TensorBoardLogger(Logger):
     """TensorBoard event files in ``<run>/tensorboard`` (``tensorboard --logdir results/runs``),
     written by ``torch.utils.tensorboard.SummaryWriter``."""
 
-    package, extra, option = "tensorboard", "tensorboard", "tensorboard"
+    package, extra = "tensorboard", "tensorboard"
 
     def __init__(self, subdir: str = "tensorboard", flush_secs: int = 30) -> None:
         super().__init__()
@@ -134,7 +127,7 @@ class MLflowLogger(Logger):
     database, shared by the jobs of every sweep into that root; ``sqlite:///...`` or a server's URL
     otherwise); the config flattened into params, ``tags`` as tags. Needs only ``mlflow-skinny``."""
 
-    package, extra, option = "mlflow", "mlflow", "mlflow"
+    package, extra = "mlflow", "mlflow"
     STATUS: ClassVar[dict[str, str]] = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 
     def __init__(
@@ -197,7 +190,7 @@ class WandbLogger(Logger):
     """A Weights & Biases run per posenc run, in ``<run>/wandb``; ``mode: offline`` (the default:
     no network; ``wandb sync`` uploads it later) or ``online``."""
 
-    package, extra, option = "wandb", "wandb", "wandb"
+    package, extra = "wandb", "wandb"
 
     def __init__(
         self,
@@ -268,6 +261,9 @@ def sinks_from(cfg: Mapping[str, Any], results_root: Path | None = None) -> list
     sinks = []
     for option, sub in to_container(node).items():
         cls = _target(sub, f"{GROUP}.{option}")
+        package = getattr(cls, "package", None)  # a researcher's own sink need not say
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise ConfigError(f"logger={option} needs the '{package}' package: pip install 'posenc[{cls.extra}]'")
         wants = {k: v for k, v in common.items() if v and k not in sub and k in _parameters(cls)}
         sinks.append(instantiate(sub, f"{GROUP}.{option}", **wants))
     return sinks
