@@ -36,6 +36,7 @@ from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_o
 from posenc.experiments.extrapolation.plots import plot, plot_depth
 from posenc.experiments.extrapolation.scoring import buckets, finetune, score
 from posenc.pe.base import PositionOutOfRange
+from posenc.reporting.style import figure_format
 
 MULTIPLES = (1, 2, 4, 8, 16)
 
@@ -102,6 +103,7 @@ def prepare(
         raise ConfigError(f"finetune steps must be >= 0, got {finetune_steps}")
     cells = []
     for cfg in cfgs:
+        figure_format(cfg)  # a bad plots.format stops here, before any work
         setup = build(cfg)
         scale = instantiate(cfg.scale, "scale")
         choices, pe = setup.config["choices"], setup.model.pe
@@ -203,6 +205,7 @@ def extrapolate(
     """
     cfgs = [cfgs] if isinstance(cfgs, DictConfig) else list(cfgs)
     cells, lengths = prepare(cfgs, lengths, finetune_steps)
+    fmt = figure_format(cells[0].setup.config)
     for cell, recipe in zip(cells, recipes or []):
         cell.recipe = recipe
     devices = [cell.setup.place(ctx.device) for cell in cells]
@@ -313,9 +316,14 @@ def extrapolate(
             depth = depth.merge(cells_n, on=index).assign(split="test", chance=lambda d: d.metric.map(chance))
             ended = pd.DataFrame([{"pe": c.pe, **{k: models[c.key].record[k] for k in TRAINED_AT}} for c in cells])
             tables["depth"] = depth.merge(ended.drop_duplicates("pe"), on="pe", how="left")  # how each model trained
-            plot_depth(tables["depth"][tables["depth"].metric == "exact_match"], run.path)
+            plot_depth(tables["depth"][tables["depth"].metric == "exact_match"], run.path, fmt)
         plot(
-            tables["table"], tables["per_position"], metrics[0], train_len=cells[0].setup.train.seq_len, folder=run.path
+            tables["table"],
+            tables["per_position"],
+            metrics[0],
+            train_len=cells[0].setup.train.seq_len,
+            folder=run.path,
+            fmt=fmt,
         )
         run.update_summary(
             device=", ".join(dict.fromkeys(map(str, devices))),

@@ -30,3 +30,16 @@ def test_an_unknown_plot_format_is_one_line_before_any_work(cli, tmp_path):
     code, out, err = cli(*ORDER, "--results-dir", tmp_path, "plots.format=jpg")
     assert code == 2 and err.strip() == "error: plots.format: unknown format 'jpg'; valid: png, svg, pdf"
     assert not (tmp_path / "runs").exists()
+
+
+def test_extrapolate_writes_its_figures_in_the_configured_format(cli, tmp_path):
+    args = ["--pe", "rope", "--lengths", "12,16", "--task", "passkey", "-q", *LM, "train.steps=1", "train.seq_len=16"]
+    code, _, err = cli("extrapolate", *args, "--results-dir", tmp_path / "ok", "plots.format=pdf")
+    assert code == 0, err
+    run = run_dir(tmp_path / "ok")
+    figures = sorted(p.name for p in run.iterdir() if p.suffix in (".png", ".svg", ".pdf"))
+    assert figures == ["depth.pdf", "length.pdf", "per_position.pdf"]
+    assert all((run / f).read_bytes().startswith(b"%PDF-") for f in figures)
+    code, _, err = cli("extrapolate", *args, "--results-dir", tmp_path / "bad", "plots.format=eps")
+    assert code == 2 and err.strip() == "error: plots.format: unknown format 'eps'; valid: png, svg, pdf"
+    assert not (tmp_path / "bad" / "runs").exists()
