@@ -1,7 +1,8 @@
 """The seed document's claims C1–C12, each read from the reference suite's tables.
 
 Every number is a mean over seeds with its 95% interval (``posenc.reporting.estimates``); each
-section's **Shows:** line is computed from the intervals. What a claim says (title, statement,
+section's **Shows:** line is computed from them, and where it compares two arms it is a family of
+tests (``Family``: paired t, Holm) read as agrees, disagrees or inconclusive. What a claim says (title, statement,
 the schemes it is about) comes from ``configs/findings.yaml`` (``posenc.reporting.literature``);
 which other schemes play a part is asked of their classes (``posenc.reporting.tables``).
 """
@@ -117,10 +118,8 @@ def c1(tables: Tables, meta: Meta) -> Section:
         reads = []
         for model, part in blind.groupby("model", sort=False):
             acc, chance = accuracy(part, "accuracy", phase="trained"), float(part["chance_95"].max())
-            reads.append(
-                f"{model} {acc} (chance bound {chance:.3g}: "
-                f"{'above, which equivariance forbids' if acc.above(chance) else 'it cannot read order'})"
-            )
+            above = "above, which equivariance forbids" if acc.above(chance) else "not shown above it"
+            reads.append(f"{model} {acc} (chance bound {chance:.3g}: {above})")
         s.lines.append(
             f"**Shows:** every bidirectional model without positions, at init and trained, in every seed, "
             f"moves by at most {worst:.2g} (tolerance {TOL:g}: float32 sums in another order) — "
@@ -152,7 +151,7 @@ def c2(tables: Tables, meta: Meta) -> Section:
         f"**Shows:** the causal model without positions is not permutation-equivariant (residual {res} at init, "
         f"tolerance {TOL:g}); trained on the order task it reaches {acc_c} accuracy against {acc_b} without the mask "
         f"(chance bound {chance:.3g}). The mask "
-        f"{'lets the model read order' if acc_c.above(chance) else 'did not make order learnable here'}.",
+        f"{'lets the model read order' if acc_c.above(chance) else 'is not shown to make order learnable here'}.",
         "",
         claim("C2").say("note"),
     ]

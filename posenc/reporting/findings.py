@@ -2,9 +2,11 @@
 the ViT paper's position-embedding ablation, ALiBi, Position Interpolation, YaRN, RoPE-ViT, NoPE).
 
 Each section states the published result with its citation, our numbers with their 95% intervals,
-and an **Agrees:** verdict computed from the intervals (yes, partly, no) with the data file's
-thresholds; where we disagree it adds the data file's reason, filled in with the suite's own
-model, lengths and seeds. The papers' own subjects come from the data file; every other scheme in
+and a **Verdict:** — agrees, disagrees or inconclusive — from a family of tests on paired-by-seed
+differences, corrected together (``posenc.reporting.estimates.Family``), with the data file's
+equivalence margins and the paper's effects beside each test's minimum detectable effect; where
+the verdict is not "agrees" it adds the data file's reason, filled in with the suite's own model,
+lengths and seeds. The papers' own subjects come from the data file; every other scheme in
 a table takes part by what its class encodes.
 """
 
