@@ -24,7 +24,14 @@ import torch
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.models.hf import GLOBAL_LAYERS, from_hf_llama, rope_from_hf_config, rope_layer_types, scale_from_hf_config
+from posenc.models.hf import (
+    GLOBAL_LAYERS,
+    from_hf_llama,
+    rope_from_hf_config,
+    rope_layer_types,
+    rope_parameters,
+    scale_from_hf_config,
+)
 from posenc.models.lm import chunked_cross_entropy
 from posenc.pe.base import default_positions, float32
 from posenc.pe.rope import RoPE
@@ -86,7 +93,6 @@ def family_of(config: Any) -> Family:
 
 def describe_rope(config: Any) -> str:
     """The model's own RoPE for a table title: "θ = …, rope_type …", per layer type where each has its own."""
-    from posenc.models.hf import rope_parameters
 
     def one(params: dict[str, Any]) -> str:
         return f"θ = {params['rope_theta']:g}, rope_type {params['rope_type']}"
