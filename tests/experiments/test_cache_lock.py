@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from test_cache import TINY  # the cache tests' tiny LM
 
@@ -32,6 +33,7 @@ def job(cache: str, start, results) -> None:
     results.put((os.getpid(), out.reused, trainings, out.record, weights.tolist()))
 
 
+@pytest.mark.slow  # two spawned processes import torch and build a model: ~10-30 s on 2 loaded cores
 def test_two_processes_needing_one_model_train_it_once(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Barrier(2), ctx.Queue()
