@@ -20,6 +20,7 @@ import csv
 import importlib.util
 import numbers
 import os
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,6 +43,17 @@ def scalars(record: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
 def run_name(run: RunDir, name: str | None) -> str:
     """The name a tracker shows for a run: the config's ``name`` when set, else the run folder's."""
     return name or run.path.name
+
+
+def tracked(run: RunDir, tracker: str) -> dict[str, Any]:
+    """What a tracker recorded of a run in its summary (``trackers.<tracker>``: its run id), so that
+    a resumed run (``--resume``, a requeued sweep job) logs on into the same tracker run."""
+    return dict(run.read_summary().get("trackers", {}).get(tracker) or {})
+
+
+def track(run: RunDir, tracker: str, **fields: Any) -> None:
+    trackers = run.read_summary().get("trackers", {})
+    run.update_summary(trackers={**trackers, tracker: fields})
 
 
 class Logger:
@@ -153,16 +165,30 @@ class MLflowLogger(Logger):
         if uri.startswith("file:"):  # MLflow 3 refuses a file store (its default here) unless asked for
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self._client = MlflowClient(tracking_uri=uri)
+        before = tracked(run, "mlflow")
+        if before.get("tracking_uri") == uri and self._exists(before.get("run_id")):
+            self._run_id = before["run_id"]  # a resumed run (a requeued job) goes on in its MLflow run
+            self._client.update_run(self._run_id, status="RUNNING")
+            return
         found = self._client.get_experiment_by_name(self.experiment)
         experiment_id = found.experiment_id if found else self._client.create_experiment(self.experiment)
         tags = {"posenc.run_dir": str(run.path.resolve()), **{t: "" for t in self.tags}}
         self._run_id = self._client.create_run(experiment_id, run_name=run_name(run, self.name), tags=tags).info.run_id
+        track(run, "mlflow", tracking_uri=uri, run_id=self._run_id)
         params = {k: str(v)[:500] for k, v in flatten(dict(config)).items()}  # MLflow's limit on a value
         from mlflow.entities import Param
 
         items = [Param(k, v) for k, v in params.items()]
         for i in range(0, len(items), 100):  # MLflow takes at most 100 params a batch
             self._client.log_batch(self._run_id, params=items[i : i + 100])
+
+    def _exists(self, run_id: str | None) -> bool:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return run_id is not None and self._client.get_run(run_id) is not None
+        except MlflowException:  # deleted, or another store
+            return False
 
     def log(self, record: Mapping[str, Any]) -> None:
         if self._run_id is None:
@@ -211,7 +237,11 @@ class WandbLogger(Logger):
         import wandb
 
         self.close("superseded")
+        run_id = tracked(run, "wandb").get("run_id") or uuid.uuid4().hex[:8]  # a resumed run goes on in it
+        track(run, "wandb", run_id=run_id)
         self._run = wandb.init(
+            id=run_id,
+            resume="allow",
             project=self.project,
             entity=self.entity,
             name=run_name(run, self.name),
@@ -228,11 +258,12 @@ class WandbLogger(Logger):
         training): the record's step goes in as ``<stage>/step``, the x-axis of the stage's charts."""
         if self._run is None:
             return
-        stage = record.get("stage") or "run"
-        if stage not in self._stages:
-            self._run.define_metric(f"{stage}/*", step_metric=f"{stage}/step")
+        stage = record.get("stage")
+        axis = f"{stage}/step" if stage else "step"
+        if stage and stage not in self._stages:
+            self._run.define_metric(f"{stage}/*", step_metric=axis)
             self._stages.add(stage)
-        self._run.log({**dict(scalars({**record, "stage": stage})), f"{stage}/step": self._step(record)})
+        self._run.log({**dict(scalars(record)), axis: self._step(record)})
 
     def table(self, name: str, table: Any, path: Path) -> None:
         if self._run is not None:

@@ -189,3 +189,38 @@ def test_a_sweeps_jobs_log_into_one_store_and_posenc_runs_finds_them(tmp_path):
     for r in found:
         run = tmp_path / listed[r.data.params["choices.pe"]]["run"]
         assert r.data.tags["posenc.run_dir"] == str(run) and (run / "metrics.csv").is_file()
+
+
+@pytest.mark.slow
+def test_a_resumed_run_logs_on_into_its_tracker_runs(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from posenc.engine.context import RunContext
+
+    node = {
+        "mlflow": {"_target_": "posenc.engine.loggers.MLflowLogger", "experiment": "resumed"},
+        "wandb": {"_target_": "posenc.engine.loggers.WandbLogger", "mode": "offline"},
+    }
+    ctx = RunContext(tmp_path, config={"logger": node})
+    with pytest.raises(KeyboardInterrupt):
+        with ctx.running("demo", {"a": 1}) as run:
+            ctx.log(run, {"step": 1, "loss": 2.0})
+            raise KeyboardInterrupt
+    first = loggers.tracked(run, "mlflow")["run_id"], loggers.tracked(run, "wandb")["run_id"]
+    again = RunContext(tmp_path, resume=run.path, config={"logger": node})
+    with again.running("demo", {"a": 1}):
+        again.log(run, {"step": 2, "loss": 1.0})
+    assert (loggers.tracked(run, "mlflow")["run_id"], loggers.tracked(run, "wandb")["run_id"]) == first
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())
+    (found,) = client.search_runs([client.get_experiment_by_name("resumed").experiment_id])
+    assert found.info.run_id == first[0] and found.info.status == "FINISHED"
+    assert [(m.step, m.value) for m in client.get_metric_history(first[0], "loss")] == [(1, 2.0), (2, 1.0)]
+    losses = [  # W&B's offline runs of that id (wandb sync joins them), in the order they ran
+        json.loads(item.value_json)
+        for file in sorted((run.path / "wandb").glob(f"offline-run-*-{first[1]}*/run-{first[1]}.wandb"))
+        for record in wandb_records(file)
+        if record.WhichOneof("record_type") == "history"
+        for item in record.history.item
+        if ("/".join(item.nested_key) or item.key) == "loss"
+    ]
+    assert losses == [2.0, 1.0]
