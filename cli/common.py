@@ -222,13 +222,16 @@ def print_frame(
         console.print(line, highlight=False, markup=False)  # wrapped at spaces, never inside a value
 
 
-def print_record(title: str, row: dict[str, Any]) -> None:
-    """A two-column rich table of one result row."""
+def print_record(title: str, row: dict[str, Any], facts: Sequence[str] = ()) -> None:
+    """One result row as two-column tables: its scores, then how the model trained (``facts``)."""
     from rich.table import Table
 
-    table = Table(title=title, show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in row.items():
-        table.add_row(key, value_text(value))
-    console.print(table)
+    for heading, keys in ((title, [k for k in row if k not in facts]), ("training", [k for k in facts if k in row])):
+        if not keys:
+            continue
+        table = Table(title=heading, show_header=True)
+        table.add_column("metric" if heading == title else "fact")
+        table.add_column("value", justify="right")
+        for key in keys:
+            table.add_row(key, value_text(row[key]))
+        console.print(table)

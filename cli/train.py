@@ -57,6 +57,7 @@ def train(
         from posenc.engine.config import compose
         from posenc.engine.context import RunContext
         from posenc.engine.results import RunDir, results_root
+        from posenc.experiments.cache import TRAINED_AT
         from posenc.experiments.train import Train
 
         root = results_root(results_dir)  # a bad root stops here, before any work
@@ -69,5 +70,5 @@ def train(
         with EventBar(quiet) as bar:
             result = Train().run(cfg, RunContext(root, resume=resume, on_event=bar, overrides=given, config=cfg))
     label = f"train {cfg.choices.model}/{cfg.choices.pe}/{cfg.choices.task}"
-    print_record(label, result.table.iloc[0].to_dict())
+    print_record(label, result.table.iloc[0].to_dict(), facts=TRAINED_AT)
     console.print(f"run directory: {result.run.path}", highlight=False, soft_wrap=True)
