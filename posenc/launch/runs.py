@@ -10,6 +10,7 @@ key of a run's config (``train.lr``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ CHOICES = ("model", "pe", "task", "scale", "experiment")
 RUN_COLUMNS = (
     "run", "sweep", "job", "name", "status", *CHOICES, "seed", "tags", "started", "commit", "dirty", "error",
 )  # fmt: skip
+SKIPPED = {"checkpoint", "tensorboard", "wandb", "mlruns", ".hydra"}  # never hold a run folder
 SWEEP_COLUMNS = ("sweep", "created", "launcher", "jobs", "completed", "failed", "other", "overrides")
 
 
@@ -36,12 +38,15 @@ def _read(path: Path, reader: Any) -> Any:
 
 
 def run_folders(root: Path) -> Iterator[Path]:
-    """Every run folder under ``root``, in path order; trained models in ``<root>/cache`` are not runs."""
-    cache = Path(root) / "cache"
-    for summary in sorted(Path(root).rglob("summary.json")):
-        folder = summary.parent
-        if (folder / "config.yaml").is_file() and cache not in folder.parents:
+    """Every run folder under ``root``, in path order; trained models in ``<root>/cache`` are not
+    runs, and what a run holds (checkpoints, trackers' files) is not walked into."""
+    root = Path(root)
+    for here, dirs, files in os.walk(root):
+        folder = Path(here)
+        if "summary.json" in files and "config.yaml" in files:
             yield folder
+            dirs[:] = []  # a run holds no run
+        dirs[:] = sorted(d for d in dirs if not (folder == root and d == "cache") and d not in SKIPPED)
 
 
 def _picked(config: Mapping[str, Any]) -> dict[str, str]:
