@@ -85,7 +85,8 @@ def trained(setup: Setup, cache: Path, stage: Stage | None = None) -> Trained:
     key = config_hash(training_config(setup.config))
     entry = Path(cache) / key[:16]
     if not complete(entry):
-        with locked(Path(cache) / f".{entry.name}.lock"):
+        waiting = (lambda: stage(f"wait: another job trains {setup.config['choices']['pe']}", 1)) if stage else None
+        with locked(Path(cache) / f".{entry.name}.lock", on_wait=waiting):
             if not complete(entry):  # nobody published it while this job waited
                 return _train(setup, Path(cache), entry, key, stage)
     summary = RunDir(entry).read_summary()
@@ -112,14 +113,20 @@ def _train(setup: Setup, cache: Path, entry: Path, key: str, stage: Stage | None
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing, removed on release). A job
-    that waited on a file its holder has since removed locks the new one instead, so two jobs
-    never hold the lock of one name at once."""
+def locked(path: Path, on_wait: Callable[[], Any] | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing, removed on release); when
+    another job holds it, call ``on_wait`` once and wait. A job that waited on a file its holder
+    has since removed locks the new one instead, so two jobs never hold one name's lock at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another job holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another job holds it
         try:
             if os.stat(path).st_ino == os.fstat(fd).st_ino:
                 break
