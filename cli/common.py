@@ -217,7 +217,7 @@ def print_frame(
                     by = rest
             rows = known.loc[known[by + varying].astype(str).drop_duplicates().index]
             print_stacked({c: [escape(value_text(v)) for v in rows[c]] for c in by + varying}, by, varying, "training")
-    footnote = ", ".join(f"{c}={text[c][0]}" for c in same)
+    footnote = ", ".join(f"{c}={value_text(table[c].iloc[0])}" for c in same)  # printed without markup
     for line in ([f"every row: {footnote}"] if footnote else []) + list(notes):
         console.print(line, highlight=False, markup=False)  # wrapped at spaces, never inside a value
 

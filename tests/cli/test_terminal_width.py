@@ -120,3 +120,13 @@ def test_a_column_wider_than_the_terminal_wraps_at_spaces_instead_of_being_cut(m
     assert fits(out) and "…" not in out
     words = [w for line in out.splitlines() for w in line.strip("│┃ ").replace("│", " ").split()]
     assert all(w in words for w in overrides.split())
+
+
+def test_the_footnote_shows_values_as_they_are(monkeypatch, capsys):
+    from posenc.cli.common import print_frame
+
+    monkeypatch.setenv("COLUMNS", "80")
+    table = pd.DataFrame({"pe": ["rope", "nope"], "lengths": ["[16, 32]"] * 2, "bpb": [1.5, float("nan")]})
+    print_frame(table, ["pe"])
+    out = capsys.readouterr().out
+    assert "every row: lengths=[16, 32]" in out.splitlines() and "│ nope │   – │" in out
