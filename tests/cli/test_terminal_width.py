@@ -126,7 +126,7 @@ def test_the_footnote_shows_values_as_they_are(monkeypatch, capsys):
     from posenc.cli.common import print_frame
 
     monkeypatch.setenv("COLUMNS", "80")
-    table = pd.DataFrame({"pe": ["rope", "nope"], "lengths": ["[16, 32]"] * 2, "bpb": [1.5, float("nan")]})
+    table = pd.DataFrame({"pe": ["rope", "nope"], "scales": ["[pi, yarn]"] * 2, "bpb": [1.5, float("nan")]})
     print_frame(table, ["pe"])
     out = capsys.readouterr().out
-    assert "every row: lengths=[16, 32]" in out.splitlines() and "│ nope │   – │" in out
+    assert "every row: scales=[pi, yarn]" in out.splitlines() and "│ nope │   – │" in out
