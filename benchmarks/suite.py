@@ -666,9 +666,9 @@ def _family_reference(family: str, sizes: Sizes):
 
 def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Every family of ``FAMILY_SHAPES`` as posenc loads it (``Family.convert``: Llama into posenc's
-    own LM, the others as transformers' modules with posenc's RoPE and head) against transformers'
-    own forward of the same weights, its own rotary embedding put back for each of its calls
-    (``_forward_rows``)."""
+    own LM, the others as transformers' modules with posenc's RoPE, banded attention and head)
+    against transformers' own forward of the same weights, its own rotary embedding and SDPA
+    attention put back for each of its calls (``_forward_rows``)."""
     from posenc.models.families import FAMILIES
 
     torch.set_num_threads(threads)
@@ -676,16 +676,18 @@ def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     for family in FAMILY_SHAPES:
         hf, name = _family_reference(family, sizes)
         base = hf.base_model
-        theirs = base.rotary_emb
-        ours = FAMILIES[family].convert(hf).eval()  # the same tensors; the non-native ones take over rotary_emb
-        mine = base.rotary_emb
+        theirs = base.rotary_emb, hf.config._attn_implementation
+        ours = FAMILIES[family].convert(hf).eval()  # the same tensors; the others take over rotary and attention
+        mine = base.rotary_emb, hf.config._attn_implementation
 
-        def reference(ids: torch.Tensor, base=base, theirs=theirs, mine=mine, hf=hf) -> torch.Tensor:
-            base.rotary_emb = theirs  # transformers' own rotary for its own forward
+        def reference(ids: torch.Tensor, hf=hf, base=base, theirs=theirs, mine=mine) -> torch.Tensor:
+            base.rotary_emb = theirs[0]  # transformers' own rotary and attention for its own forward
+            hf.set_attn_implementation(theirs[1])
             try:
                 return hf(ids).logits
             finally:
-                base.rotary_emb = mine
+                base.rotary_emb = mine[0]
+                hf.set_attn_implementation(mine[1])
 
         rows += _forward_rows("family forward", name, ours, reference, hf.config.vocab_size, sizes, threads)
         del hf, ours

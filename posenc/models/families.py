@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from posenc.core.errors import ConfigError
@@ -119,6 +120,58 @@ def scaled_layer_type_of(config: Any, asked: str | None = None) -> str | None:
     return chosen
 
 
+# transformers' name for posenc's attention (``banded_attention``), registered with its AttentionInterface
+BANDED = "posenc_banded"
+BAND_CHUNK = 1024  # queries per block of a sliding-window or soft-capped layer
+
+
+def banded_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Causal attention as transformers' attention functions take it, without an (s, s) mask.
+
+    (b, n_h, s, h_d) query, (b, n_kv, s, h_d) key and value -> ((b, s, n_h, h_d), None). A layer
+    with neither a sliding window nor soft-capping is one fused causal SDPA (O(s) memory). A sliding
+    window (query i sees keys i − w < j ≤ i, as transformers' ``sliding_window_overlay``) or Gemma 2's
+    score soft-capping c·tanh(score / c) runs ``BAND_CHUNK`` queries at a time against the keys they
+    can see: peak memory one (b, n_h, chunk, chunk + w) block, where transformers builds a full
+    (s, s) mask (4 GiB at 64k tokens) and, with soft-capping, eager (b, n_h, s, s) scores.
+    ``attention_mask`` is None: transformers builds no mask for an attention it has no mask
+    function for, and posenc's windows have no padding.
+    """
+    b, n_h, s, h_d = query.shape
+    scale = scaling if scaling is not None else h_d**-0.5
+    if key.shape[1] != n_h:
+        key = key.repeat_interleave(n_h // key.shape[1], dim=1)  # (b, n_h, s, h_d)
+        value = value.repeat_interleave(n_h // value.shape[1], dim=1)  # (b, n_h, s, h_d)
+    if not sliding_window and not softcap:
+        out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scale)
+        return out.transpose(1, 2).contiguous(), None
+    blocks = []
+    for start in range(0, s, BAND_CHUNK):
+        stop = min(start + BAND_CHUNK, s)
+        first = max(0, start - sliding_window + 1) if sliding_window else 0  # the first key any query sees
+        i = torch.arange(start, stop, device=query.device)[:, None]
+        j = torch.arange(first, stop, device=query.device)[None, :]
+        seen = (j <= i) & ((i - j < sliding_window) if sliding_window else True)  # (c, e)
+        q, k, v = query[:, :, start:stop], key[:, :, first:stop], value[:, :, first:stop]
+        if softcap:
+            scores = torch.tanh(q @ k.transpose(-1, -2) * (scale / softcap)) * softcap  # (b, n_h, c, e)
+            weights = scores.masked_fill(~seen, float("-inf")).softmax(-1, dtype=torch.float32).to(q.dtype)
+            blocks.append(weights @ v)  # (b, n_h, c, h_d)
+        else:
+            blocks.append(F.scaled_dot_product_attention(q, k, v, attn_mask=seen, scale=scale))
+    return torch.cat(blocks, dim=2).transpose(1, 2).contiguous(), None
+
+
 class InjectedRotary(nn.Module):
     """Stands in for a transformers model's ``rotary_emb``: cos and sin of posenc RoPE schemes.
 
@@ -165,6 +218,10 @@ class InjectedLM(nn.Module):
         if not hasattr(base, "rotary_emb"):
             raise ConfigError(f"'{config.model_type}': transformers' model has no rotary_emb to replace")
         base.rotary_emb = InjectedRotary(ropes, scaled_layer_type or "all")
+        from transformers import AttentionInterface
+
+        AttentionInterface.register(BANDED, banded_attention)
+        model.set_attn_implementation(BANDED)
         self.softcap: float | None = getattr(config, "final_logit_softcapping", None)
         shipped = scale_from_hf_config(config, scaled_layer_type)
         self.length_scale: NoScale | None = shipped if shipped.length_dependent else None

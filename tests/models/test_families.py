@@ -244,3 +244,40 @@ def test_a_posenc_scale_on_the_shipped_model_equals_transformers_with_that_scali
             scale.apply(ours.pe, ids.shape[1])
         with torch.no_grad():
             assert_close(ours(ids), logits, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma2", "gemma3_text", "phi3"])
+def test_banded_attention_in_blocks_equals_transformers(family, monkeypatch):
+    """Blocks of 5 queries against their window's keys (6) or, soft-capped, every earlier key:
+    the same logits as transformers' eager attention over a full mask."""
+    from posenc.models import families
+
+    monkeypatch.setattr(families, "BAND_CHUNK", 5)
+    hf = tiny(family)
+    if family == "phi3":
+        hf.config.sliding_window = 7  # Phi-3 mini ships one (2047); its attention reads it from the config
+    [(ids, logits)] = references(hf, [43])
+    ours = family_of(hf.config).convert(hf).eval()
+    assert hf.config._attn_implementation == families.BANDED  # transformers builds no (s, s) mask for it
+    with torch.no_grad():
+        assert_close(ours(ids), logits, rtol=1e-4, atol=1e-5)
+
+
+def test_banded_attention_builds_no_full_mask():
+    """A sliding-window layer's peak memory is a block of (chunk, chunk + w) scores, not (s, s):
+    the largest tensor banded_attention's SDPA calls see at 4k tokens is 1024 x 1029 keys."""
+    from posenc.models import families
+
+    seen = []
+    real = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kwargs):
+        seen.append(tuple(attn_mask.shape) if attn_mask is not None else None)
+        return real(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    q = torch.randn(1, 2, 4096, 8)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(families.F, "scaled_dot_product_attention", spy)
+        out, _ = families.banded_attention(None, q, q[:, :1], q[:, :1], None, sliding_window=6)
+    assert out.shape == (1, 4096, 2, 8)
+    assert seen[0] == (1024, 1024) and max(n * e for n, e in seen) == 1024 * 1029
