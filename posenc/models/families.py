@@ -8,8 +8,11 @@ come from posenc RoPE schemes (``InjectedRotary``), one per layer type where the
 type its own (Gemma 3's local θ = 10⁴ and global θ = 10⁶). A scaling acts on one of them, the
 family's ``scaled_layer_type`` unless another is asked for, so posenc's scales, positions and
 length-following rescalings (dynamic NTK, LongRoPE's switch at the original context) apply to every
-family in one place. The head and the loss are posenc's: full-vocabulary logits exist for
-``chunk`` positions at a time only (``chunked_cross_entropy``), soft-capped as the family does.
+family in one place. Attention is posenc's too (``banded_attention``, through transformers'
+``AttentionInterface``): fused causal SDPA, or blocks of queries against the keys they see for a
+sliding window or soft-capped scores, never an (s, s) mask. The head and the loss are posenc's:
+full-vocabulary logits exist for ``chunk`` positions at a time only (``chunked_cross_entropy``),
+soft-capped as the family does.
 
 Each family's logits and token losses equal transformers' under every scaling it takes (float32,
 tests/models/test_families.py).
