@@ -44,7 +44,7 @@ from posenc.engine.results import make_unique_dir
 SUITE_FILE = "suite.json"
 CACHE = "cache"  # the suite's model cache, shared by all its sweeps
 # extra tables a sweep's runs write beside their main one, collected as <sweep>_<name>
-SIDE_TABLES = ("similarity", "depth")
+SIDE_TABLES = ("similarity", "depth", "recipes")
 
 
 @dataclass

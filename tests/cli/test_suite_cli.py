@@ -258,7 +258,7 @@ def test_every_job_of_a_suite_gets_the_suite_cache_folder(tmp_path):
     [
         (
             ["--suite", "nothere"],
-            "error: unknown suite 'nothere'; valid: full, quick, standard, or a path to a .yaml file",
+            "error: unknown suite 'nothere'; valid: algorithmic, full, quick, standard, or a path to a .yaml file",
         ),
         (
             ["--quick", "--only", "nothere"],
