@@ -20,6 +20,7 @@ from posenc.reporting.plots import plot_extrapolation, plot_order, plot_resoluti
 from posenc.reporting.tables import (
     PASSKEY,
     RELATIONAL,
+    REPORT_TABLES,
     RESOLUTION,
     TEXT,
     Section,
@@ -178,6 +179,21 @@ def verdict_lines(done: list[Section], tables: Tables) -> list[str]:
     return lines
 
 
+def _split_lines(tables: Tables) -> list[str]:
+    """A line naming the held-out tables that predate the test split (no ``split`` column): their
+    numbers come from the validation split that stopped training."""
+    held_out = [t.name for t in REPORT_TABLES if t.experiment != "check" and t.source != "similarity"]
+    old = [n for n in held_out if isinstance(tables.get(n), pd.DataFrame) and "split" not in tables[n].columns]
+    if not old:
+        return []
+    return [
+        f"**Validation numbers.** These tables predate the held-out test split, so they report the validation "
+        f"split that also stopped training (an optimistic reading at the training length): {', '.join(old)}. "
+        "Rerun their sweeps for test-split numbers.",
+        "",
+    ]
+
+
 def render(tables: Tables, meta: dict[str, Any]) -> str:
     """The report's Markdown (plots are referenced as ``suite/*.png``)."""
     lines = [
@@ -196,6 +212,7 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
         "accuracies within what the base allows, [−b, 1 − b] for a − b), and every verdict is a test corrected "
         "within its family (see Verdicts).",
         "",
+        *_split_lines(tables),
         *_meta_lines(meta),
     ]
     under, expected = did_not_learn(tables, controls(meta))
