@@ -757,6 +757,9 @@ def score_forwards(
         done[f.key] = {"key": f.key, **asdict(f), "seconds": seconds, "cells": {}}
         done[f.key]["cells"] = {str(n): score(losses, n, s.tail, edges) for n in f.serves}
         cells.add(done[f.key])
+        for n, cell in done[f.key]["cells"].items():  # to the trackers as it goes: nats by length
+            nll = cell["loss_sum"] / cell["count"]
+            ctx.record(f"{stage} {f.scale} window {f.window}", {"step": int(n), "nll": nll, "ppl": math.exp(nll)})
         tokens += f.length
         ctx.emit("advance", done=tokens, info=f"{i + 1}/{len(forwards)}")
 

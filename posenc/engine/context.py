@@ -242,12 +242,17 @@ class RunContext:
         self.emit("stage", label, total=total)
 
         def on_log(record: dict[str, Any]) -> None:
-            for sink in self.sinks:
-                sink.log({"stage": label, **record})
+            self.record(label, record)
             keep = {k: record[k] for k in ("train_loss", "tokens_per_s") if k in record}
             self.emit("advance", label, done=record.get("step"), **keep)
 
         return on_log
+
+    def record(self, stage: str, record: Mapping[str, Any]) -> None:
+        """A record for the sinks alone, under ``stage`` (a training's, or a scorer's cell, whose own
+        store keeps it)."""
+        for sink in self.sinks:
+            sink.log({"stage": stage, **record})
 
     def log(self, run: RunDir, record: dict[str, Any]) -> None:
         """A record into the run's ``metrics.jsonl`` and every sink."""

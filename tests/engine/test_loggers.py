@@ -224,3 +224,34 @@ def test_a_resumed_run_logs_on_into_its_tracker_runs(tmp_path):
         if ("/".join(item.nested_key) or item.key) == "loss"
     ]
     assert losses == [2.0, 1.0]
+
+
+def test_the_real_model_scorer_sends_each_cell_to_the_sinks(real_models, tmp_path):
+    from posenc.engine.config import compose
+    from posenc.engine.context import RunContext
+    from posenc.experiments.real import Real
+
+    class Recorder:
+        def __init__(self):
+            self.records = []
+
+        def open(self, run, config): ...
+
+        def log(self, record):
+            self.records.append(dict(record))
+
+        def table(self, name, table, path): ...
+
+        def close(self, status): ...
+
+    sink = Recorder()
+    overrides = ["experiment=real", f"model.path='{real_models['tied']}'", "model.device=cpu"]
+    overrides += ["real.scales=[pi]", "real.lengths=[16,32]", "real.windows=1"]
+    result = Real().run(compose(overrides), RunContext(tmp_path, sinks=[sink]))
+    cells = [r for r in sink.records if r["stage"] != "result"]
+    assert sorted({r["stage"] for r in cells}) == ["forward passes none window 0", "forward passes pi window 0"]
+    table = result.table.rename(columns=str)  # scale, metric, then one column a length
+    for r in cells:  # one window: the table's perplexity is the cell's
+        (ppl,) = table[(table.scale == r["stage"].split()[2]) & (table.metric == "ppl")][str(r["step"])]
+        assert r["ppl"] == pytest.approx(ppl, rel=1e-9)
+    assert sorted(r["step"] for r in cells) == [16, 16, 32, 32]
