@@ -9,6 +9,13 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _check_every_job(monkeypatch):
+    """Sweeps check every job in the tests (tests that patch a check would otherwise meet a pass
+    remembered from an earlier run); tests/cli/test_check_cache.py turns the cache on."""
+    monkeypatch.setenv("POSENC_CHECK_CACHE", "off")
+
+
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run the posenc CLI in-process: returns (exit code, stdout, stderr)."""

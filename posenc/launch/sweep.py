@@ -23,6 +23,8 @@ exceptions (``Stopped``); the CLI prints them.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 import logging
 import os
@@ -196,16 +198,82 @@ def _where(job: Sequence[str], swept: Sequence[int]) -> str:
     return " ".join(job[i] for i in swept)
 
 
+CHECK_CACHE_ENV = "POSENC_CHECK_CACHE"  # a folder for the jobs already checked; "off": check every job
+
+
+def check_cache() -> Path | None:
+    """Where checked jobs are remembered: ``$POSENC_CHECK_CACHE``, else the user's cache folder
+    (``$XDG_CACHE_HOME`` or ``~/.cache``)/posenc/checked; None when it is ``off``."""
+    value = os.environ.get(CHECK_CACHE_ENV)
+    if value == "off":
+        return None
+    if value:
+        return Path(value)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "posenc" / "checked"
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of everything a job's check reads besides its overrides: posenc's code and config
+    tree, the researcher's config folders, and the versions of the packages that build models or
+    that a check asks for (a logger's, a launcher's): installing or removing one checks again."""
+    import importlib.metadata
+
+    from posenc.engine.config import user_config_dirs
+
+    digest = hashlib.blake2b(digest_size=16)
+    roots = [Path(__file__).resolve().parents[2], *user_config_dirs()]  # the checkout (or site-packages) and ours
+    for root in roots:
+        for sub in ("posenc", "configs", "experiments", "cli") if root == roots[0] else (".",):
+            for f in sorted((root / sub).rglob("*")):
+                if f.suffix in (".py", ".yaml") and f.is_file():
+                    digest.update(str(f.relative_to(root)).encode() + f.read_bytes())
+    # what builds models, and the packages a check requires (loggers, launchers, real models)
+    for package in (
+        *("torch", "hydra-core", "omegaconf", "transformers", "gguf", "tokenizers"),
+        *("tensorboard", "mlflow-skinny", "mlflow", "wandb", "hydra-joblib-launcher", "hydra-submitit-launcher"),
+    ):
+        try:
+            digest.update(f"{package}={importlib.metadata.version(package)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{package}=none".encode())
+    return digest.hexdigest()
+
+
 def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     """Compose every job's config and run its protocol's ``check`` (it builds what the job will
-    build), so that a mistake stops the sweep before any job starts."""
+    build), so that a mistake stops the sweep before any job starts.
+
+    Two shortcuts keep this fast without skipping a check that could fail: jobs that differ only
+    in ``seed=`` are checked once (a seed is any integer; nothing a check builds depends on it),
+    and a job that passed its check before, with the same code, config tree and packages
+    (``code_fingerprint``), is remembered in ``check_cache()``. Only passes are remembered."""
     swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
+    folder = check_cache()
+    fingerprint = code_fingerprint() if folder is not None else ""
+    seen: set[tuple[str, ...]] = set()
     for job in jobs:
+        key = tuple(o for o in job if o.split("=", 1)[0] != "seed")
+        if key in seen:
+            continue
+        seen.add(key)
+        mark = None
+        if folder is not None:
+            name = hashlib.blake2b(repr((fingerprint, key)).encode(), digest_size=16).hexdigest()
+            mark = folder / fingerprint[:16] / name
+            if mark.is_file():
+                continue
         try:
             _check_job(job)
         except ConfigError as e:
             where = _where(job, swept)
             raise ConfigError(f"job {where}: {e}" if where else str(e)) from None
+        if mark is not None:
+            try:
+                mark.parent.mkdir(parents=True, exist_ok=True)
+                mark.touch()
+            except OSError:  # a read-only cache only costs the next plan its speed
+                pass
 
 
 def fit_globs(chosen: dict[str, list[str]], globbed: set[str]) -> tuple[dict[str, list[str]], dict[str, str]]:

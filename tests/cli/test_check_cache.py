@@ -1,0 +1,55 @@
+"""Planning a sweep is cheap the second time: jobs that differ only in their seed are checked
+once, and a job that passed its check with the same code and configs is remembered."""
+
+import pytest
+
+import posenc.launch.sweep as sweep
+from posenc.core.errors import ConfigError
+
+JOBS = [["experiment=smoke", f"pe={pe}", f"seed={s}"] for pe in ("rope", "nope") for s in range(3)]
+
+
+@pytest.fixture
+def checked(monkeypatch, tmp_path):
+    monkeypatch.setenv("POSENC_CHECK_CACHE", str(tmp_path / "checked"))
+    calls = []
+    real = sweep._check_job
+    monkeypatch.setattr(sweep, "_check_job", lambda job: (calls.append(list(job)), real(job)))
+    return calls
+
+
+def test_seeds_are_checked_once_and_passes_are_remembered(checked, tmp_path):
+    sweep.check_jobs(JOBS)
+    assert checked == [JOBS[0], JOBS[3]]  # one seed of each scheme
+    sweep.check_jobs(JOBS)
+    assert len(checked) == 2  # the second plan composes nothing
+    assert len(list((tmp_path / "checked").rglob("*"))) == 3  # the fingerprint's folder and two passes
+
+
+def test_a_failure_is_never_remembered_and_other_code_checks_again(checked, monkeypatch):
+    bad = [["experiment=smoke", "pe=rope", "train.lr=-1", "seed=0"]]
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="train.lr must be > 0"):
+            sweep.check_jobs(bad)
+    assert len(checked) == 2
+    sweep.check_jobs(JOBS[:1])
+    monkeypatch.setattr(sweep, "code_fingerprint", lambda: "another version of the code")
+    sweep.check_jobs(JOBS[:1])
+    assert checked[2:] == [JOBS[0], JOBS[0]]
+
+
+def test_off_checks_every_job(monkeypatch):
+    monkeypatch.setenv("POSENC_CHECK_CACHE", "off")
+    assert sweep.check_cache() is None
+
+
+def test_the_fingerprint_follows_the_config_tree(monkeypatch, tmp_path):
+    sweep.code_fingerprint.cache_clear()
+    before = sweep.code_fingerprint()
+    mine = tmp_path / "mine" / "pe"
+    mine.mkdir(parents=True)
+    (mine / "x.yaml").write_text("_target_: posenc.pe.rope.RoPE\n")
+    monkeypatch.setenv("POSENC_CONFIG_DIR", str(tmp_path / "mine"))
+    sweep.code_fingerprint.cache_clear()
+    assert sweep.code_fingerprint() != before
+    sweep.code_fingerprint.cache_clear()
