@@ -16,7 +16,7 @@ SMALL = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.mlp_h
         (
             ["task=shapes"],
             "task 'shapes' does not fit model 'lm_tiny'; use --model vit_tiny (it reads patches), or a task that "
-            "gives tokens (assoc_recall, copy, order, passkey, reverse, text)",
+            "gives tokens (addition, assoc_recall, copy, order, parity, passkey, reverse, sorting, summation, text)",
         ),
         (
             ["model=vit_tiny", "task=text"],

@@ -20,6 +20,7 @@ class Echo(SequenceTask):
         x = torch.randint(0, self.vocab_size, (batch_size, size), generator=generator)
         return x, x.clone()
 
-    def eval_set(self, size: int, max_items: int | None = None):
+    def eval_set(self, size: int, max_items: int | None = None, split: str = "val"):
+        """Validation and test sequences from streams of their own (seeds 0 and 1)."""
         n = self.eval_size if max_items is None else min(self.eval_size, max_items)
-        return self.train_batch(n, size, torch.Generator().manual_seed(0))
+        return self.train_batch(n, size, torch.Generator().manual_seed(0 if split == "val" else 1))

@@ -9,8 +9,8 @@ def test_builtin_corpus_split_is_deterministic():
     a, b = TextTask(), TextTask()
     assert torch.equal(a.splits["val"], b.splits["val"])
     total = len(builtin_corpus("pydoc"))
-    assert len(a.splits["train"]) == int(total * 0.9)
-    assert len(a.splits["train"]) + len(a.splits["val"]) == total
+    assert len(a.splits["train"]) == int(total * 0.8)  # 10% validation, 10% test
+    assert len(a.splits["train"]) + len(a.splits["val"]) + len(a.splits["test"]) == total
     assert 4.0 < a.unigram_bits_per_byte() < 5.5
 
 
@@ -29,7 +29,7 @@ def test_batches_are_next_byte_windows_from_a_seeded_generator():
 def test_user_file(tmp_path):
     f = tmp_path / "corpus.txt"
     f.write_bytes(bytes(range(200)) * 3)
-    task = TextTask(path=str(f), val_fraction=0.5)
+    task = TextTask(path=str(f), val_fraction=0.4, test_fraction=0.1)
     assert task.splits["train"].tolist() == (list(range(200)) * 3)[:300]
     task.check_length(299)
     with pytest.raises(ConfigError, match="longer than the train split"):
