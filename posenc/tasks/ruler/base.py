@@ -1,0 +1,202 @@
+"""RULER's synthetic long-context tasks (Hsieh et al. 2024, arXiv 2404.06654; NVIDIA/RULER's
+``scripts/data/synthetic``), generated offline on a model's own tokenizer and scored as RULER
+scores them.
+
+A task turns a trial seed into a ``RulerPrompt``: the prompt text (context, question and the
+answer's lead-in), its token ids, and the answer strings. A task builds its context from a count
+of haystack units (filler sentences, corpus sentences, distractor pairs, words) and fits it to a
+token budget: the most units whose prompt, with the reference answer after it, stays within
+``length`` tokens. Everything random is drawn from the seed before the count is chosen, so the
+needles and the question do not depend on the length; a unit's position (a needle's depth)
+is a fraction of the count.
+
+Scoring (RULER's ``scripts/eval/synthetic/constants.py``): an answer string counts when it occurs
+in the output, ignoring case; ``string_match_all`` is the fraction of a trial's answers found (the
+retrieval, tracing and aggregation tasks), ``string_match_part`` whether any is (its QA tasks).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
+
+from posenc.core.errors import ConfigError
+from posenc.tasks.base import stream_seed
+
+
+class Tokenizer(Protocol):
+    """What a generator needs of a tokenizer: Hugging Face's ``encode``/``decode`` signature."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens (vocabulary 256): the tokenizer of posenc's byte-level LMs."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return list(text.encode())
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(ids).decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class RulerPrompt:
+    """One trial: ``text`` (the prompt, ending in the answer's lead-in) and its ``ids``; the
+    ``answers`` a right output contains; ``answer_ids``, the reference answer's tokens (the
+    budget holds them); ``depth``, where the needle sits in the context (0: first, 1: last), for
+    a task with one needle; ``units``, how many haystack units fit."""
+
+    text: str
+    ids: list[int]
+    answers: list[str]
+    answer_ids: list[int]
+    depth: float | None
+    units: int
+
+    def __len__(self) -> int:
+        return len(self.ids) + len(self.answer_ids)
+
+
+def string_match_all(output: str, answers: Sequence[str]) -> float:
+    """The fraction of ``answers`` that occur in ``output``, ignoring case (RULER's niah,
+    variable tracking, common- and frequent-words score)."""
+    text = output.lower()
+    return sum(a.lower() in text for a in answers) / len(answers)
+
+
+def string_match_part(output: str, answers: Sequence[str]) -> float:
+    """1 when any of ``answers`` occurs in ``output``, ignoring case, else 0 (RULER's QA score)."""
+    text = output.lower()
+    return float(any(a.lower() in text for a in answers))
+
+
+def trial_rng(*key: object) -> random.Random:
+    """A generator of its own for a key (task, seed, trial, part)."""
+    return random.Random(stream_seed(*key))
+
+
+@cache
+def corpus_sentences() -> tuple[str, ...]:
+    """The built-in corpus (``posenc.tasks.text.builtin_documents``) as sentences: runs of
+    whitespace joined, cut after a full stop, question or exclamation mark before a capital."""
+    from posenc.tasks.text import builtin_documents
+
+    text = " ".join(" ".join(doc.split()) for doc in builtin_documents())
+    return tuple(s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text) if len(s.split()) >= 3)
+
+
+@cache
+def corpus_words() -> tuple[str, ...]:
+    """The distinct lower-case alphabetic words of four to ten letters in the built-in corpus, sorted."""
+    from posenc.tasks.text import builtin_documents
+
+    return tuple(sorted({w for doc in builtin_documents() for w in re.findall(r"\b[a-z]{4,10}\b", doc)}))
+
+
+def coded_words(rng: random.Random, n: int, letters: int = 6, exclude: frozenset[str] = frozenset()) -> list[str]:
+    """``n`` distinct random lower-case words of ``letters`` letters, none in ``exclude``."""
+    out: dict[str, None] = {}
+    while len(out) < n:
+        w = "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=letters))
+        if w not in exclude:
+            out[w] = None
+    return list(out)
+
+
+def fit_units(
+    build: Callable[[int], tuple[str, list[str]]],
+    tokenizer: Tokenizer,
+    length: int,
+    least: int,
+    name: str,
+) -> tuple[int, str, list[str], list[int], list[int]]:
+    """The most haystack units ``n >= least`` whose prompt ``build(n)`` (text, answers) and
+    reference answer fit ``length`` tokens: (n, text, answers, prompt ids, answer ids). A length
+    that cannot hold ``least`` units: ``ConfigError`` naming the shortest that can."""
+
+    def size(n: int) -> tuple[int, str, list[str], list[int], list[int]]:
+        text, answers = build(n)
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        answer_ids = tokenizer.encode(reference_answer(answers), add_special_tokens=False)
+        return len(ids) + len(answer_ids), text, answers, ids, answer_ids
+
+    first = size(least)
+    if first[0] > length:
+        raise ConfigError(
+            f"length {length} is too short for the RULER task {name} on this tokenizer; "
+            f"the shortest prompt that fits takes {first[0]} tokens"
+        )
+    lo, hi = least, least + 1  # lo fits; grow hi until it does not
+    while size(hi)[0] <= length:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # the token count grows with the units (monotone up to a merge at a seam)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if size(mid)[0] <= length else (lo, mid)
+    n_tokens, text, answers, ids, answer_ids = size(lo)
+    return lo, text, answers, ids, answer_ids
+
+
+def reference_answer(answers: Sequence[str]) -> str:
+    """The answer an LM is taught and the budget holds: the answers after a space, comma-separated."""
+    return " " + ", ".join(answers) + "."
+
+
+def insert_at(units: list[str], items: Sequence[str], fractions: Sequence[float]) -> list[str]:
+    """``units`` with ``items[i]`` inserted before unit round(fractions[i] · len(units)) (a
+    fraction 1 puts it after the last); items at the same place keep their order."""
+    n = len(units)
+    slots = sorted(((round(f * n), i) for i, f in enumerate(fractions)))
+    out, last = [], 0
+    for pos, i in slots:
+        out += units[last:pos] + [items[i]]
+        last = pos
+    return out + units[last:]
+
+
+class RulerTask:
+    """Base of the prompt tasks: ``prompt(tokenizer, length, trial)`` is a subclass's ``build``
+    fitted to the budget. A subclass sets ``name``, ``least`` (the units the shortest prompt
+    holds) and ``draw``/``build``; one with a needle sets ``has_depth``."""
+
+    name: str
+    least: int = 1
+    has_depth: bool = False
+    # the score a trial gets: RULER's string_match_all for every synthetic task
+    score = staticmethod(string_match_all)
+
+    def __init__(self, seed: int = 0, trials: int = 20) -> None:
+        if trials < 1:
+            raise ConfigError(f"task.trials must be >= 1 (prompts per length and depth), got {trials}")
+        self.seed, self.trials = seed, trials
+
+    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Callable[[int], tuple[str, list[str]]]:
+        """Draw everything random of a trial from ``rng``; return ``build(n)``: the prompt text
+        with ``n`` haystack units, and the answers."""
+        raise NotImplementedError
+
+    def prompt(self, tokenizer: Tokenizer, length: int, trial: int, depth: float | None = None) -> RulerPrompt:
+        """Trial ``trial``'s prompt of at most ``length`` tokens, reference answer included
+        (``depth`` in [0, 1] for a task with a needle; without one, the trial draws its own)."""
+        if depth is not None and not self.has_depth:
+            raise ConfigError(f"the RULER task {self.name} has no needle depth; give none")
+        if depth is not None and not 0.0 <= depth <= 1.0:
+            raise ConfigError(f"a needle depth is a fraction in [0, 1], got {depth}")
+        if depth is None and self.has_depth:  # a depth of the trial's own, uniform in [0, 1]
+            depth = trial_rng(self.name, self.seed, trial, "depth").random()
+        build = self.builder(trial_rng(self.name, self.seed, trial), trial, depth)
+        n, text, answers, ids, answer_ids = fit_units(build, tokenizer, length, self.least, self.name)
+        return RulerPrompt(text, ids, answers, answer_ids, depth, n)
+
+    def prompts(self, tokenizer: Tokenizer, length: int, depth: float | None = None) -> list[RulerPrompt]:
+        """``trials`` prompts at ``length`` (and ``depth``), trial i from seed i."""
+        return [self.prompt(tokenizer, length, t, depth) for t in range(self.trials)]
+
+    def describe(self) -> dict[str, object]:
+        return {"task": self.name, "trials": self.trials}
