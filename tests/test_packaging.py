@@ -50,6 +50,16 @@ def test_only_posenc_is_installed_at_top_level(installed):
     assert (installed / "posenc" / "configs" / "pe" / "rope.yaml").is_file()
 
 
+def test_every_package_of_the_tree_is_installed(installed):
+    """A subpackage missing from pyproject's list is left out of a wheel (an editable install hides it)."""
+    folders = {"posenc": "posenc", "experiments": "posenc/experiments", "cli": "posenc/cli"}
+    folders |= {"benchmarks": "posenc/benchmarks", "configs": "posenc/configs"}
+    for src, dest in folders.items():
+        for init in (ROOT / src).rglob("__init__.py"):
+            sub = init.parent.relative_to(ROOT / src)
+            assert (installed / dest / sub / "__init__.py").is_file(), f"{src}/{sub} is not installed"
+
+
 @pytest.mark.slow
 def test_installed_package_finds_its_config_tree(installed, tmp_path):
     code = (
