@@ -79,10 +79,17 @@ def overrides_from(options: dict[str, Any], extra: list[str] | None) -> list[str
 
 class EventBar:
     """The CLI's view of a run's progress events (``posenc.engine.context.Event``): one rich
-    bar per stage, its units done, the latest loss and throughput; nothing but warnings when quiet."""
+    bar per stage, its units done, the latest loss and throughput and the time left; nothing
+    but warnings when quiet. A stage that stops at its target before the cap ends full.
 
-    def __init__(self, quiet: bool = False) -> None:
+    The time left is the stage's rate since its first record (rich's default 30-second window
+    holds a single record when records come further apart, and shows no estimate at all).
+    ``console`` and ``clock`` (seconds) are the terminal's and the wall clock by default."""
+
+    def __init__(self, quiet: bool = False, *, console: Console | None = None, clock: Any = None) -> None:
         self.quiet = quiet
+        self.console = console
+        self.clock = clock
         self._bar: Any = None
         self._task: Any = None
 
@@ -93,7 +100,7 @@ class EventBar:
         if self.quiet and not event.fields.get("warning"):  # a warning prints even when quiet
             return
         if event.kind == "message":
-            err_console.print(event.label, highlight=False, soft_wrap=True, markup=False)
+            (self.console or err_console).print(event.label, highlight=False, soft_wrap=True, markup=False)
         elif event.kind == "stage":
             self.close()
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -106,7 +113,9 @@ class EventBar:
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
                 TimeRemainingColumn(),
-                console=err_console,
+                console=self.console or err_console,
+                speed_estimate_period=float("inf"),  # rich keeps its last 1000 records
+                **({"get_time": self.clock} if self.clock is not None else {}),
             )
             self._bar.__enter__()
             self._task = self._bar.add_task(event.label, total=max(event.total or 1, 1), info="")
@@ -122,6 +131,9 @@ class EventBar:
                 update["completed"] = event.done
             if event.label:
                 update["description"] = event.label
+            if event.fields.get("reached_target"):  # training stops here: the stage is done
+                update["completed"] = self._bar.tasks[0].total
+                update["info"] = f"target reached at step {event.done}"
             self._bar.update(self._task, **update)
 
     def close(self) -> None:

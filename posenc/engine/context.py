@@ -243,7 +243,7 @@ class RunContext:
 
         def on_log(record: dict[str, Any]) -> None:
             self.record(label, record)
-            keep = {k: record[k] for k in ("train_loss", "tokens_per_s") if k in record}
+            keep = {k: record[k] for k in ("train_loss", "tokens_per_s", "reached_target") if k in record}
             self.emit("advance", label, done=record.get("step"), **keep)
 
         return on_log

@@ -1,0 +1,74 @@
+"""The CLI's progress bars, driven by the library's events on a terminal in memory."""
+
+import io
+import re
+
+from rich.console import Console
+
+from posenc.cli.common import EventBar
+from posenc.engine.context import Event
+
+
+class Clock:
+    """Seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def terminal() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=True, width=120), out
+
+
+def last_frame(out: io.StringIO) -> str:
+    """The bar's final drawing, without colours and cursor codes."""
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    return [line for line in re.split(r"[\r\n]", plain) if line.strip()][-1]
+
+
+def test_the_time_left_is_the_rate_since_the_first_record_even_when_records_are_a_minute_apart():
+    console, out = terminal()
+    clock = Clock()
+    bar = EventBar(console=console, clock=clock)
+    bar(Event("stage", "train rope", total=100))
+    for minute, done in ((1, 10), (2, 20), (3, 30)):  # rich's own 30 s window would hold one record
+        clock.now = 60.0 * minute
+        bar(Event("advance", "train rope", done=done, fields={"train_loss": 2.0}))
+    task = bar._bar.tasks[0]
+    assert task.time_remaining == 420  # 20 steps in 120 s, 70 left
+    bar.close()
+    assert "30/100" in last_frame(out) and "0:07:00" in last_frame(out)
+
+
+def test_a_training_that_reaches_its_target_before_the_cap_ends_full():
+    console, out = terminal()
+    clock = Clock()
+    bar = EventBar(console=console, clock=clock)
+    bar(Event("stage", "train rope", total=400))
+    clock.now = 10.0
+    bar(Event("advance", "train rope", done=50, fields={"train_loss": 1.0}))
+    clock.now = 20.0
+    bar(Event("advance", "train rope", done=100, fields={"train_loss": 0.5}))
+    bar(Event("advance", "train rope", done=100, fields={"reached_target": False}))
+    assert bar._bar.tasks[0].completed == 100
+    clock.now = 30.0
+    bar(Event("advance", "train rope", done=150, fields={"reached_target": True}))
+    task = bar._bar.tasks[0]
+    assert (task.completed, task.finished, task.time_remaining) == (400, True, 0.0)
+    bar.close()
+    frame = last_frame(out)
+    assert "400/400" in frame and "target reached at step 150" in frame and "0:00:00" in frame
+
+
+def test_the_reached_target_flag_travels_from_the_training_record_to_the_event(tmp_path):
+    from posenc.engine.context import RunContext
+
+    events = []
+    ctx = RunContext(tmp_path, on_event=events.append)
+    on_log = ctx.stage("train rope", total=400)
+    on_log({"step": 150, "val_bpb": 1.2, "reached_target": True})
+    assert events[-1] == Event("advance", "train rope", done=150, fields={"reached_target": True})
