@@ -15,15 +15,25 @@ class TrainingDiverged(RuntimeError):
 
 class Interrupted(Exception):
     """A stop signal ended training. ``step`` is the step of the checkpoint just saved in
-    ``run_dir`` (None: the signal came twice, so the last periodic checkpoint stands)."""
+    ``run_dir`` (None: the signal came twice, so the last periodic checkpoint stands).
+
+    The message is written when read: it names ``run_dir`` to resume only while the folder is
+    there (a cached training deletes its unfinished folder on the way out)."""
 
     def __init__(self, signum: int, step: int | None, run_dir: object = None) -> None:
-        import signal
-
         self.signum, self.step, self.run_dir = signum, step, run_dir
-        saved = f"checkpoint of step {step} saved" if step is not None else "last periodic checkpoint kept"
-        where = f" in {run_dir}; resume with --resume {run_dir}" if run_dir is not None else ""
-        super().__init__(f"stopped by {signal.Signals(signum).name}: {saved}{where}")
+        super().__init__(signum, step, run_dir)
+
+    def __str__(self) -> str:
+        import signal
+        from pathlib import Path
+
+        stopped = f"stopped by {signal.Signals(self.signum).name}"
+        if self.run_dir is not None and not Path(str(self.run_dir)).is_dir():
+            return f"{stopped}: the unfinished training was discarded, nothing to resume"
+        saved = f"checkpoint of step {self.step} saved" if self.step is not None else "last periodic checkpoint kept"
+        where = f" in {self.run_dir}; resume with --resume {self.run_dir}" if self.run_dir is not None else ""
+        return f"{stopped}: {saved}{where}"
 
     @property
     def exit_code(self) -> int:

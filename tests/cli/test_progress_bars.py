@@ -72,3 +72,39 @@ def test_the_reached_target_flag_travels_from_the_training_record_to_the_event(t
     on_log = ctx.stage("train rope", total=400)
     on_log({"step": 150, "val_bpb": 1.2, "reached_target": True})
     assert events[-1] == Event("advance", "train rope", done=150, fields={"reached_target": True})
+
+
+def stop_at_step(monkeypatch, step: int) -> None:
+    """Ctrl-C (a SIGINT to this process) during training step ``step`` (from 0)."""
+    import signal
+
+    import posenc.engine.training as training
+
+    lr_at = training.lr_at
+
+    def lr_then_ctrl_c(at, cfg):
+        if at == step:
+            signal.raise_signal(signal.SIGINT)
+        return lr_at(at, cfg)
+
+    monkeypatch.setattr(training, "lr_at", lr_then_ctrl_c)
+
+
+TINY = ["experiment=smoke", "train.steps=6", "train.seq_len=16", "eval.max_windows=4", "-q"]
+
+
+def test_an_interrupted_cached_training_names_no_folder_to_resume(cli, tmp_path, monkeypatch):
+    stop_at_step(monkeypatch, 2)
+    code, _, err = cli("extrapolate", "--pe", "rope", "--lengths", "16,32", "--results-dir", tmp_path, *TINY)
+    assert code == 130, err  # 128 + SIGINT
+    assert "stopped by SIGINT: the unfinished training was discarded, nothing to resume" in err
+    assert "--resume" not in err
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]  # the partial folder is gone
+
+
+def test_an_interrupted_training_names_its_folder_to_resume(cli, tmp_path, monkeypatch):
+    stop_at_step(monkeypatch, 2)
+    code, _, err = cli("train", "--pe", "rope", "--results-dir", tmp_path, *TINY)
+    assert code == 130, err
+    [run] = (tmp_path / "runs").iterdir()
+    assert f"checkpoint of step 3 saved in {run}; resume with --resume {run}" in " ".join(err.split())
