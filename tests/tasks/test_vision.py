@@ -21,7 +21,9 @@ def write_folder(root, classes=("cat", "dog"), per_class=5, size=(20, 12)):
 
 
 def test_image_folder_loads_resizes_and_splits(image_roots):
-    task = TorchvisionTask("image_folder", root=str(image_roots["image_folder"]), resolution=8, val_fraction=0.2, test_fraction=0.2)
+    task = TorchvisionTask(
+        "image_folder", root=str(image_roots["image_folder"]), resolution=8, val_fraction=0.2, test_fraction=0.2
+    )
     assert task.num_classes == 2 and task.classes == ["cat", "dog"] and task.in_channels == 3
     # 10 images: 2 held out as the test split, 1 of the other 8 to validate
     assert len(task.train_labels) == 7 and len(task.val_labels) == 1 and len(task.test_labels) == 2
