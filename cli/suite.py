@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, ResultsDir, console, fail, user_errors
+from posenc.cli.common import ConfigDir, EventBar, Overrides, ResultsDir, console, fail, user_errors
 from posenc.core.text import split_list
 
 
@@ -107,7 +107,9 @@ def suite(
         suite_dir = suites.create(root, the_suite, planned, chosen)
     console.print(f"suite directory: {suite_dir}", highlight=False, soft_wrap=True)
     try:
-        outcome = suites.run(suite_dir, planned, chosen, launcher_overrides, on_event=_say)
+        with EventBar() as bar:  # the suite's jobs ended / planned; its messages on stdout
+            shown = lambda e: _say(e) if e.kind == "message" else bar(e)  # noqa: E731
+            outcome = suites.run(suite_dir, planned, chosen, launcher_overrides, on_event=shown)
     except Stopped as e:
         raise fail(str(e), code=e.exit_code) from None
     if reported:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from posenc.cli.common import ConfigDir, Overrides, ResultsDir, console, fail, user_errors
+from posenc.cli.common import ConfigDir, EventBar, Overrides, ResultsDir, console, fail, user_errors
 
 if TYPE_CHECKING:
     from posenc.launch.sweep import SweepOutcome
@@ -45,7 +45,8 @@ def sweep(
         f"sweep directory: {sweep_dir} ({len(planned.jobs)} jobs, launcher {launcher})", highlight=False, soft_wrap=True
     )
     try:
-        outcome = sweeps.run(sweep_dir, planned)
+        with EventBar() as bar:  # jobs ended / planned
+            outcome = sweeps.run(sweep_dir, planned, on_event=bar)
     except sweeps.Stopped as e:
         raise fail(str(e), code=e.exit_code) from None
     if outcome.code:

@@ -305,21 +305,33 @@ def run(
 ) -> SuiteOutcome:
     """Run each planned sweep of a created suite folder (``create``) as one ``posenc sweep`` into
     ``sweeps/``, one after the other, recording each sweep's folder, launcher exit code and seconds
-    in ``suite.json``; progress goes to ``on_event`` as messages. A stop signal raises
-    ``posenc.launch.sweep.Stopped``."""
+    in ``suite.json``; progress goes to ``on_event``: a ``stage`` of all the suite's jobs, an
+    ``advance`` as each ends, and messages. A stop signal raises ``posenc.launch.sweep.Stopped``."""
+    from dataclasses import replace
+
     from posenc.launch import sweep
 
     def say(text: str) -> None:
         if on_event is not None:
             on_event(Event("message", text))
 
-    started, failed = time.perf_counter(), 0
+    def jobs_ended(before: int) -> Callable[[Event], None] | None:
+        """A sweep's progress as the suite's: its ended jobs after the ``before`` of earlier sweeps."""
+        if on_event is None:
+            return None
+        return lambda e: on_event(replace(e, done=before + e.done)) if e.kind == "advance" else None
+
+    if on_event is not None:
+        on_event(Event("stage", f"suite {Path(suite_dir).name}", total=sum(len(p.jobs) for p in planned)))
+    started, failed, before = time.perf_counter(), 0, 0
     for p in planned:
         t0 = time.perf_counter()
         sweep_dir = sweep.create(suite_dir, [*p.overrides, *launcher_overrides], launcher, p.jobs)
         record(suite_dir, p.spec.name, dir=str(sweep_dir.relative_to(suite_dir)))
         say(f"{p.spec.name}: {len(p.jobs)} jobs: {p.spec.description}")
-        outcome = sweep.run(sweep_dir, sweep.SweepPlan(launcher, p.overrides, list(launcher_overrides), p.jobs))
+        plan = sweep.SweepPlan(launcher, p.overrides, list(launcher_overrides), p.jobs)
+        outcome = sweep.run(sweep_dir, plan, on_event=jobs_ended(before))
+        before += len(p.jobs)
         failed += outcome.failed
         record(suite_dir, p.spec.name, seconds=time.perf_counter() - t0, launcher_exit=outcome.code)
         say(f"{p.spec.name}: done in {time.perf_counter() - t0:.0f} s")

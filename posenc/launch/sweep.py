@@ -33,7 +33,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc.core.errors import ConfigError
 from posenc.core.io import write_json
-from posenc.engine.context import Experiment, RunContext, error_line, main_table
+from posenc.engine.context import Event, Experiment, RunContext, error_line, main_table
 from posenc.engine.results import RunDir, make_unique_dir
 from posenc.launch.listing import (
     SWEEP_FILE,
@@ -52,6 +52,7 @@ from posenc.launch.listing import (
     mark_failed,
     read_sweep,
     record_job,
+    runs_table,
     write_tables,
 )
 from posenc.launch.overrides import expand, product, split_overrides, sweeps, written_out
@@ -411,10 +412,53 @@ class SweepOutcome:
         return int((self.runs["status"] != "completed").sum())
 
 
-def run(sweep_dir: Path, plan: SweepPlan) -> SweepOutcome:
+def ended_jobs(sweep_dir: Path) -> int:
+    """How many of the sweep's jobs have ended (completed or failed), as its listing reads them."""
+    return int(runs_table(sweep_dir)["status"].isin(("completed", "failed")).sum())
+
+
+@contextmanager
+def watching(sweep_dir: Path, on_event: Callable[[Event], None], every: float = 1.0) -> Iterator[None]:
+    """While the launcher runs (here, in worker processes or on SLURM), an ``advance`` event with
+    the number of ended jobs each time it changes (read every ``every`` seconds from the job
+    folders, which every launcher fills), and once more at the end."""
+    import threading
+
+    stop, seen = threading.Event(), [ended_jobs(sweep_dir)]
+
+    def report() -> None:
+        try:
+            done = ended_jobs(sweep_dir)
+        except (OSError, ValueError):  # a job is writing its files: read again next time
+            return
+        if done != seen[0]:
+            seen[0] = done
+            on_event(Event("advance", done=done))
+
+    def poll() -> None:
+        while not stop.wait(every):
+            report()
+
+    watcher = threading.Thread(target=poll, name="posenc-sweep-progress", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+        report()
+
+
+def run(sweep_dir: Path, plan: SweepPlan, on_event: Callable[[Event], None] | None = None) -> SweepOutcome:
     """Launch a planned sweep into its folder and list its jobs. On SLURM, a job that SLURM ended
-    without a result (killed) is marked failed and the launcher's stop is not an error."""
-    code = launch(sweep_dir, plan.launcher, plan.job_overrides, plan.hydra_overrides)
+    without a result (killed) is marked failed and the launcher's stop is not an error. Progress
+    goes to ``on_event``: a ``stage`` of the sweep's jobs, then ``advance`` as they end."""
+    if on_event is None:
+        code = launch(sweep_dir, plan.launcher, plan.job_overrides, plan.hydra_overrides)
+    else:
+        on_event(Event("stage", f"sweep {Path(sweep_dir).name}", total=len(plan.jobs)))
+        with watching(sweep_dir, on_event):
+            code = launch(sweep_dir, plan.launcher, plan.job_overrides, plan.hydra_overrides)
     if code and plan.launcher == "submitit_slurm":
         from posenc.launch.slurm import settle
 

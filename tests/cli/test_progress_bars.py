@@ -108,3 +108,46 @@ def test_an_interrupted_training_names_its_folder_to_resume(cli, tmp_path, monke
     assert code == 130, err
     [run] = (tmp_path / "runs").iterdir()
     assert f"checkpoint of step 3 saved in {run}; resume with --resume {run}" in " ".join(err.split())
+
+
+SWEEP = ["experiment=smoke", "train.steps=2", "train.log_every=1", "eval.max_windows=2", "eval.periodic_windows=2"]
+
+
+def job_counts(events):
+    """The ``done`` of each advance event, after checking that they only grow."""
+    done = [e.done for e in events if e.kind == "advance"]
+    assert done == sorted(set(done)), done
+    return done
+
+
+def test_a_sweep_reports_its_jobs_ended_out_of_its_planned_jobs(tmp_path):
+    from posenc.launch import sweep
+
+    planned = sweep.plan([*SWEEP, "pe=rope,nope", "seed=0,1"])
+    sweep_dir = sweep.create(tmp_path, planned.job_overrides + planned.hydra_overrides, "basic", planned.jobs)
+    events = []
+    outcome = sweep.run(sweep_dir, planned, on_event=events.append)
+    assert outcome.failed == 0
+    assert events[0] == Event("stage", f"sweep {sweep_dir.name}", total=4)
+    assert [e.kind for e in events[1:]] == ["advance"] * (len(events) - 1)
+    assert job_counts(events)[-1] == 4
+
+
+def test_a_suite_reports_the_jobs_of_all_its_sweeps_as_one_count(tmp_path):
+    from posenc.launch import suite as suites
+
+    pes = {"first": "rope,nope", "second": "rope"}
+    sweeps = [suites.SweepSpec(name, name, [*SWEEP, f"pe={pe}"]) for name, pe in pes.items()]
+    the_suite = suites.Suite("two", "two sweeps", [0], "basic", [], sweeps)
+    planned = suites.plan(the_suite)
+    assert [len(p.jobs) for p in planned] == [2, 1]
+    suite_dir = suites.create(tmp_path, the_suite, planned, "basic")
+    events = []
+    outcome = suites.run(suite_dir, planned, "basic", on_event=events.append)
+    assert outcome.failed == 0
+    assert events[0] == Event("stage", f"suite {suite_dir.name}", total=3)
+    assert [e for e in events if e.kind == "stage"] == [events[0]]  # the sweeps' own stages stay inside
+    done = job_counts(events)
+    assert done[-1] == 3 and 2 in done  # the first sweep's end, then the second's job on top of it
+    messages = [e.label for e in events if e.kind == "message"]
+    assert messages[0] == "first: 2 jobs: first" and messages[2] == "second: 1 jobs: second"
