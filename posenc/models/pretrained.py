@@ -55,8 +55,9 @@ class Source:
 
 
 def require_hf(gguf: bool = False) -> None:
-    """A ``UserError`` naming the extra when transformers (or gguf for a .gguf file) is missing."""
-    needed = ("transformers", "tokenizers") + (("gguf",) if gguf else ())
+    """A ``UserError`` naming the extra when transformers (or, for a .gguf file, gguf and
+    accelerate, which transformers requires to read one) is missing."""
+    needed = ("transformers", "tokenizers") + (("gguf", "accelerate") if gguf else ())
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"--model with a real model needs {', '.join(missing)}: {EXTRA}")

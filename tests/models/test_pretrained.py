@@ -217,3 +217,16 @@ def test_finetune_estimate_bounds_the_measured_peak_and_stops_a_run_first(real_m
     prepare(checkpoint, RealSettings(scales=["pi"], lengths=[2000]), cpu)
     with pytest.raises(UserError, match=r"real.lengths 2000 needs about .* GiB to fine-tune on cpu"):
         prepare(checkpoint, RealSettings(scales=["pi"], lengths=[2000], finetune_steps=1), cpu)
+
+
+def test_a_gguf_file_without_accelerate_is_one_line_naming_the_extra(monkeypatch):
+    """transformers refuses a GGUF file without accelerate; posenc says so before loading."""
+    import importlib.util
+
+    from posenc.models.pretrained import require_hf
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    require_hf(gguf=False)  # a Hugging Face folder does not need it
+    with pytest.raises(UserError, match=r"^--model with a real model needs accelerate: .*\[hf\]"):
+        require_hf(gguf=True)
