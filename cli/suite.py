@@ -41,6 +41,14 @@ def suite(
         Path | None,
         typer.Option("--report-from", help="Write the report from this finished suite folder; run nothing."),
     ] = None,
+    into: Annotated[
+        Path | None,
+        typer.Option(
+            "--into",
+            help="Run the sweeps (--only) into this suite folder of an earlier run: its model cache, "
+            "one report of all its sweeps. Default: a new folder.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", help="Where REPORT.md and its tables go (REPORT.md, suite/). Default: the results root."),
@@ -54,7 +62,8 @@ def suite(
     of the seed document the table that tests it, with 95% intervals, beside the published
     finding it mirrors. Extra overrides go to every job; hydra.launcher.* ones to the launcher.
 
-    Example: posenc suite --quick          (posenc suite --launcher submitit_slurm hydra.launcher.partition=gpu)
+    Example: posenc suite --quick          (posenc suite --launcher submitit_slurm hydra.launcher.partition=gpu;
+    sweep by sweep: posenc suite --suite standard --only order --into results/suites/DIR)
     """
     from posenc.launch import suite as suites
     from posenc.reporting.reference_report import write_report
@@ -68,7 +77,7 @@ def suite(
         root = results_root(results_dir)
         target = out or root
         if report_from is not None:
-            if quick or name or launcher or dry_run or only or seeds or overrides:
+            if quick or name or launcher or dry_run or only or seeds or overrides or into:
                 raise UserError("--report-from writes the report of a finished suite; it takes no other run option")
             report = write_report(suites.collect(report_from), suites.read(report_from), target)
             console.print(f"report: {report}", highlight=False, soft_wrap=True)
@@ -76,6 +85,8 @@ def suite(
         if quick and name:
             raise UserError("give --quick or --suite, not both")
         the_suite = suites.load(name or ("quick" if quick else "full"))
+        if into is not None and suites.read(into)["suite"] != the_suite.name:  # the folder is read before planning
+            raise UserError(f"'{into}' holds the suite '{suites.read(into)['suite']}', not '{the_suite.name}'")
         seed_list = split_list(seeds, "--seeds", int) if seeds is not None else None
         job_overrides, hydra_overrides = split_overrides(list(overrides or []))
         chosen = launcher or the_suite.launcher
@@ -104,7 +115,10 @@ def suite(
             )
         return
     with user_errors():
-        suite_dir = suites.create(root, the_suite, planned, chosen)
+        if into is not None:
+            suite_dir = suites.extend(into, the_suite, planned)
+        else:
+            suite_dir = suites.create(root, the_suite, planned, chosen)
     console.print(f"suite directory: {suite_dir}", highlight=False, soft_wrap=True)
     try:
         with EventBar() as bar:  # the suite's jobs ended / planned; its messages on stdout

@@ -252,31 +252,16 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
     planned sweep gets the override ``cache_dir=<suite folder>/cache``, so that sweeps share
     their trained models."""
     path = make_unique_dir(Path(root) / "suites", f"{time.strftime('%Y%m%d-%H%M%S')}-{suite.name}")
-    shared = f"cache_dir={quoted(str((path / CACHE).resolve()))}"
-    for p in planned:
-        p.overrides.append(shared)
-        for job in p.jobs:
-            job.append(shared)
+    _share_cache(path, planned)
+    seeds = _seeds(planned)
     write_json(
         path / SUITE_FILE,
         {
             "suite": suite.name,
             "description": suite.description,
             "launcher": launcher,
-            "seeds": sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs}),
-            "sweeps": {
-                p.spec.name: {
-                    "description": p.spec.description,
-                    "overrides": p.overrides,
-                    "model": p.model,
-                    "table": p.spec.table,
-                    "controls": p.spec.controls,
-                    "jobs": len(p.jobs),
-                    "dir": None,
-                    "seconds": None,
-                }
-                for p in planned
-            },
+            "seeds": seeds,
+            "sweeps": {p.spec.name: _sweep_entry(p) for p in planned},
             # sweeps a run leaves out on purpose (--only), by the table they fill: the report says "not run"
             "left_out": {s.name: s.table for s in suite.sweeps if s.name not in {p.spec.name for p in planned}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -285,6 +270,53 @@ def create(root: Path, suite: Suite, planned: Sequence[PlannedSweep], launcher: 
         },
     )
     return path
+
+
+def extend(suite_dir: Path, suite: Suite, planned: Sequence[PlannedSweep]) -> Path:
+    """Add the planned sweeps to an existing suite folder (``posenc suite --only NAME --into DIR``),
+    so that a suite too long for one sitting runs sweep by sweep into one folder, one model cache
+    and one report. The folder must be the same suite's, with the same seeds, and must not hold a
+    finished run of a planned sweep already."""
+    saved = read(suite_dir)
+    where = f"'{suite_dir}'"
+    if saved["suite"] != suite.name:
+        raise UserError(f"{where} holds the suite '{saved['suite']}', not '{suite.name}'")
+    if (seeds := _seeds(planned)) != saved["seeds"]:
+        raise UserError(f"{where} ran seeds {saved['seeds']}; these sweeps plan {seeds} (give --seeds to match)")
+    ran = [p.spec.name for p in planned if (saved["sweeps"].get(p.spec.name) or {}).get("seconds") is not None]
+    if ran:
+        raise UserError(f"{where} has run the sweep {ran[0]} already; its tables are there")
+    _share_cache(Path(suite_dir), planned)
+    for p in planned:
+        saved["sweeps"][p.spec.name] = _sweep_entry(p)
+        saved["left_out"].pop(p.spec.name, None)
+    write_json(Path(suite_dir) / SUITE_FILE, saved)
+    return Path(suite_dir)
+
+
+def _share_cache(path: Path, planned: Sequence[PlannedSweep]) -> None:
+    shared = f"cache_dir={quoted(str((path / CACHE).resolve()))}"
+    for p in planned:
+        p.overrides.append(shared)
+        for job in p.jobs:
+            job.append(shared)
+
+
+def _seeds(planned: Sequence[PlannedSweep]) -> list[int]:
+    return sorted({int(dict(o.split("=", 1) for o in job)["seed"]) for p in planned for job in p.jobs})
+
+
+def _sweep_entry(p: PlannedSweep) -> dict[str, Any]:
+    return {
+        "description": p.spec.description,
+        "overrides": p.overrides,
+        "model": p.model,
+        "table": p.spec.table,
+        "controls": p.spec.controls,
+        "jobs": len(p.jobs),
+        "dir": None,
+        "seconds": None,
+    }
 
 
 @dataclass
@@ -336,7 +368,9 @@ def run(
         record(suite_dir, p.spec.name, seconds=time.perf_counter() - t0, launcher_exit=outcome.code)
         say(f"{p.spec.name}: done in {time.perf_counter() - t0:.0f} s")
     seconds = time.perf_counter() - started
-    record(suite_dir, seconds=seconds, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    # the suite's seconds are its sweeps' (a suite run sweep by sweep into one folder adds up)
+    total = sum(s["seconds"] or 0 for s in read(suite_dir)["sweeps"].values())
+    record(suite_dir, seconds=total, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     return SuiteOutcome(Path(suite_dir), failed, seconds)
 
 

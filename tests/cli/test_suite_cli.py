@@ -238,6 +238,43 @@ def test_a_tiny_suite_runs_through_sweeps_and_writes_the_report(tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(again / "suite" / "extrapolation_text.csv"), ext)
 
 
+def test_a_suite_runs_sweep_by_sweep_into_one_folder(tmp_path):
+    """--only NAME --into DIR: the second sweep joins the first one's folder, reads its models from
+    that folder's cache, and the report holds both sweeps' tables; the suite's seconds add up."""
+    suite = tiny_suite(tmp_path / "tiny.yaml")
+    res, out = tmp_path / "res", tmp_path / "out"
+    first = ["suite", "--suite", str(suite), "--results-dir", str(res), "--out", str(out)]
+    result = runner.invoke(app, [*first, "--only", "extrapolation_text"])
+    assert result.exit_code == 0, result.output
+    (suite_dir,) = (res / "suites").iterdir()
+    assert "extrapolation_target" in json.loads((suite_dir / "suite.json").read_text())["left_out"]
+    result = runner.invoke(app, [*first, "--only", "extrapolation_target", "--into", str(suite_dir)])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in (res / "suites").iterdir()] == [suite_dir.name]
+    meta = json.loads((suite_dir / "suite.json").read_text())
+    assert set(meta["sweeps"]) == {"extrapolation_text", "extrapolation_target"}
+    assert "extrapolation_target" not in meta["left_out"] and "order" in meta["left_out"]
+    assert meta["seconds"] == pytest.approx(sum(s["seconds"] for s in meta["sweeps"].values()))
+    for run in pd.read_csv(suite_dir / meta["sweeps"]["extrapolation_target"]["dir"] / "runs.csv").run_dir:
+        models = json.loads((Path(run) / "summary.json").read_text())["models"]
+        assert {m["reused"] for m in models} == {True}
+    assert {"extrapolation_text.csv", "extrapolation_target.csv"} <= {p.name for p in (out / "suite").iterdir()}
+
+    # a sweep the folder holds already, another suite's folder, other seeds: one line, nothing run
+    before = sorted(p.name for p in suite_dir.rglob("*"))
+    for args, message in [
+        (["--only", "extrapolation_text"], f"error: '{suite_dir}' has run the sweep extrapolation_text already"),
+        (["--only", "check", "--seeds", "0"], f"error: '{suite_dir}' ran seeds [0, 1]; these sweeps plan [0]"),
+    ]:
+        result = runner.invoke(app, [*first, *args, "--into", str(suite_dir)])
+        assert result.exit_code == 2, result.output
+        assert message in " ".join(result.output.split())
+    result = runner.invoke(app, ["suite", "--quick", "--only", "check", "--into", str(suite_dir)])
+    assert result.exit_code == 2
+    assert f"error: '{suite_dir}' holds the suite 'tiny', not 'quick'" in " ".join(result.output.split())
+    assert sorted(p.name for p in suite_dir.rglob("*")) == before
+
+
 def test_every_job_of_a_suite_gets_the_suite_cache_folder(tmp_path):
     """posenc suite runs each sweep in its own folder and each job in its own results root; the
     override cache_dir=<suite folder>/cache makes them share their trained models."""
