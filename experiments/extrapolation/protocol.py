@@ -117,7 +117,9 @@ def prepare(
             scale.check(pe)
         except ConfigError as e:
             raise ConfigError(f"scale '{choices['scale']}' with pe '{choices['pe']}': {e}") from None
-        cells.append(Cell(choices["pe"], choices["scale"], setup, scale, config_hash(training_config(setup.config))))
+        # a remapped cell reads as its scale and remap: yarn+self_extend
+        label = f"{choices['scale']}+{choices['remap']}" if setup.remap.active else choices["scale"]
+        cells.append(Cell(choices["pe"], label, setup, scale, config_hash(training_config(setup.config))))
     train_lens = {c.setup.train.seq_len for c in cells}
     if len(train_lens) != 1:
         raise ConfigError(f"every cell must train at one length, got {sorted(train_lens)}")
@@ -127,6 +129,8 @@ def prepare(
         if length < 1:
             raise ConfigError(f"evaluation length must be >= 1, got {length}")
         cells[0].setup.task.check_length(length, "val")
+    for cell in cells:
+        cell.setup.remap.check_lengths(max(lengths))
     return cells, lengths
 
 
@@ -248,11 +252,13 @@ def extrapolate(
                     head["finetune_length"] = finetune_at
                     tuned = copy.deepcopy(model_of.model)
                     cell.scale.apply(tuned.pe, finetune_at)
+                    tuned.set_remap(cell.setup.remap)
                     log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {finetune_at}", ft)
                     finetune(tuned, cell.setup, finetune_at, ft, log)
                 for length in lengths:
                     model = copy.deepcopy(model_of.model if tuned is None else tuned)
                     cell.scale.apply(model.pe, length)
+                    model.set_remap(cell.setup.remap)  # a position remap on top of the scale
                     try:
                         if ft and tuned is None:
                             log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", ft)

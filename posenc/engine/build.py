@@ -19,6 +19,7 @@ from posenc.engine.config import instantiate, list_options, option_node, target_
 from posenc.engine.evaluation import EvalConfig
 from posenc.engine.training import Target, TrainConfig, resolve_device, target_for
 from posenc.pe.grid import check_scheme_fits
+from posenc.pe.remap.base import NoRemap
 from posenc.tasks.base import InputKind, Task
 
 
@@ -30,6 +31,8 @@ class Setup:
     train: TrainConfig
     eval: EvalConfig
     seed: int
+    # the position remap (configs/remap/) checked here and installed, like a scale, on the model scored
+    remap: NoRemap = dataclasses.field(default_factory=NoRemap)
 
     @property
     def target(self) -> Target | None:
@@ -125,5 +128,11 @@ def build(cfg: DictConfig) -> Setup:
             f"pe.randomized_max={pe.randomized_max} is shorter than train.seq_len={train_cfg.seq_len}; "
             "randomized positions are drawn from a range at least as long as the sequence"
         )
+    remap = instantiate(cfg.remap, "remap") if "remap" in cfg else NoRemap()
+    remap.check(pe, str(choices["pe"]))
     model = instantiate(cfg.model, "model", pe=pe, **task.model_inputs())
-    return Setup(config=config, task=task, model=model, train=train_cfg, eval=eval_cfg, seed=seed)
+    if remap.active and not hasattr(model, "set_remap"):
+        raise ConfigError(
+            f"remap '{choices['remap']}' runs in a causal LM's attention; model '{choices['model']}' has none"
+        )
+    return Setup(config=config, task=task, model=model, train=train_cfg, eval=eval_cfg, seed=seed, remap=remap)

@@ -33,7 +33,7 @@ from posenc.core.errors import ConfigError
 
 CONFIG_MODULE = "posenc.configs"
 CONFIG_DIR_ENV = "POSENC_CONFIG_DIR"
-GROUPS = ("model", "pe", "task", "train", "eval", "scale", "logger", "experiment")
+GROUPS = ("model", "pe", "task", "train", "eval", "scale", "remap", "logger", "experiment")
 _RESERVED = ("_target_", "description")
 
 

@@ -346,6 +346,12 @@ class Attention(nn.Module):
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         v = self.v(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
+        if backend == "remap":  # posenc.pe.remap: ``rotation`` is its state, which rotates q and k per view
+            if rotation is None:  # a layer without RoPE (pe.nope_layers) attends as trained
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
+            else:
+                y = rotation.attend(q, k, v)
+            return self.o(y.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))  # (b, s, d)
         if rotation is not None:
             q, k = pe.rotate_qk(q, k, rotation)
         if self.n_kv_heads != self.n_heads and backend != "sdpa":  # plain SDPA groups the heads itself

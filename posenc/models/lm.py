@@ -17,6 +17,7 @@ from torch import nn
 from posenc.core.errors import ConfigError
 from posenc.models.blocks import Block, RMSNorm, init_weights, select_attention
 from posenc.pe.base import PositionScheme, default_positions, float32, randomized_positions
+from posenc.pe.remap.base import NoRemap, Remap, remap_chunk
 from posenc.pe.scaling import NoScale
 from posenc.tasks.base import IGNORE_INDEX
 
@@ -96,6 +97,7 @@ class CausalLM(nn.Module):
             raise ConfigError(f"model.bias_chunk must be >= 1 or null, got {bias_chunk}")
         self._bias_chunk, self._causal = bias_chunk, causal
         self.length_scale: NoScale | None = None  # re-applied for each forward's length (follow_length)
+        self.remap: Remap | None = None  # a position remap every attention runs (set_remap)
         n_kv_heads = n_kv_heads or n_heads
         if head_dim is None:
             if d_model % n_heads:
@@ -149,7 +151,20 @@ class CausalLM(nn.Module):
         self._select_attention()
 
     def _select_attention(self) -> None:
-        self.attention_backend: str = select_attention(self.pe, self.embed.weight.device, self.causal, self.bias_chunk)
+        if self.remap is not None:  # set_remap: the remap's attention, whatever the scheme
+            self.attention_backend: str = "remap"
+            return
+        self.attention_backend = select_attention(self.pe, self.embed.weight.device, self.causal, self.bias_chunk)
+
+    def set_remap(self, remap: NoRemap | None) -> None:
+        """Run every attention through ``remap`` (``posenc.pe.remap``; None or ``none``: the model's
+        own attention, untouched), checked against the scheme and the causal mask first."""
+        if remap is not None and remap.active:
+            remap.check(self.pe, type(self.pe).__name__)
+            if not self.causal:
+                raise ConfigError(f"remap '{remap.name}' runs a causal model's attention; this model is bidirectional")
+        self.remap = remap if remap is not None and remap.active else None
+        self._select_attention()
 
     def _apply(self, fn, recurse=True):
         """Moved to another device, the model picks the attention that device runs."""
@@ -214,7 +229,9 @@ class CausalLM(nn.Module):
         with float32(idx.device):
             if pe.adds_embedding:
                 x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
-            rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk else None
+            rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk and self.remap is None else None
+            if self.remap is not None:  # the remap's rotations at each of its views' positions, once
+                rotation = self.remap.prepare(pe, positions, x.dtype, remap_chunk(b * self.n_heads, s))
             # the attention's query chunk is its own: ``chunk`` stays the head's (once overwritten here,
             # the head ran over the whole window, full-vocabulary logits for 16k tokens: 9 GB at 12k)
             bias, queries = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)

@@ -1,0 +1,256 @@
+"""Position and attention remaps (``configs/remap/``): training-free ways a rotary model attends
+past its trained context by changing *which positions* a query and a key are rotated to, and which
+keys a query sees, while a frequency scaling (``configs/scale/``) changes the frequencies. The two
+compose: a remap rotates with the scheme's frequencies as they are installed.
+
+Every remap here is a small set of **views**, each a pair of position vectors (where queries
+are rotated, where keys are rotated), and a rule that sends each (query i, key j ≤ i) pair to one
+view or to none (not attended): Self-Extend's neighbour and grouped views, ReRoPE's exact and
+clipped ones, the sliding window and the sinks of StreamingLLM, Dual Chunk Attention's intra-,
+successive- and inter-chunk ones. The score of a pair is q_i rotated at its view's query position
+against k_j rotated at its view's key position; one softmax runs over every key a query sees.
+
+``remapped_attention`` computes that over ``chunk`` queries at a time, each block as a few
+**pieces** (a view over a contiguous range of keys, masked where the rule says so): scores of
+(b, n_h, chunk, keys) at most, never (s, s); every view's rotated copy of Q and K is computed once
+per layer. A piece whose keys all come before the block's first query needs no mask.
+
+Facts on each class: ``acts_on`` (what it can remap) and ``applies(pe)``: RoPE (``posenc.pe.rope.RoPE``, whatever
+frequencies a scale installed), never a bias scheme, a table, NoPE, or xPos (whose scales are
+centred on each position vector, so its q·k is not a function of the two positions alone once
+queries and keys are rotated to different vectors).
+
+Notation: b batch, s sequence length, n_h query heads, n_kv key/value heads, h_d head dimension,
+c queries of a block, e keys of a piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from posenc.core.errors import ConfigError
+from posenc.pe.base import PositionScheme
+from posenc.pe.rope import RoPE, apply_rope
+
+# Score entries of one block of queries against the keys they see (32 MiB in float32): the chunk
+# of queries is chosen so that a block holds at most this many
+REMAP_BLOCK_ELEMENTS = 1 << 23
+
+# (c, 1) query indices, (1, e) key indices -> (c, e) bool: the pairs a piece scores
+Rule = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Keys ``start``..``stop`` − 1 of a block of queries, scored through view ``view``; ``rule``
+    (None: every pair) says which pairs; keys after a query are never scored (causal)."""
+
+    view: int
+    start: int
+    stop: int
+    rule: Rule | None = None
+
+
+def band_pieces(start: int, stop: int, window: int, far_keys: int | None = None) -> list[Piece]:
+    """Queries ``start``..``stop`` − 1 with the keys of distance i − j < ``window`` in view 0 and
+    the farther ones in view 1 (keys j < ``far_keys`` only, when given: attention sinks).
+
+    The far keys j ≤ i − window of the block run to ``stop`` − ``window``; those before
+    ``start`` − ``window`` + 1 are far for every query of the block and need no mask.
+    """
+    near_from = max(0, start - window + 1)
+    far_to = max(0, stop - window)
+    if far_keys is not None:
+        far_to = min(far_to, far_keys)
+    free = min(near_from, far_to)
+    pieces = [Piece(0, near_from, stop, lambda i, j: i - j < window)]
+    if free > 0:
+        pieces.append(Piece(1, 0, free))
+    if far_to > free:
+        pieces.append(Piece(1, free, far_to, lambda i, j: i - j >= window))
+    return pieces
+
+
+def remapped_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    views: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    pieces: Callable[[int, int], Sequence[Piece]],
+    chunk: int,
+) -> torch.Tensor:
+    """Causal attention over remapped positions, ``chunk`` queries at a time.
+
+    v is (b, n_kv, s, h_d); ``views`` holds each view's rotated (b, n_h, s, h_d) queries and
+    (b, n_kv, s, h_d) keys; ``pieces(start, stop)`` the pieces of the queries start..stop − 1.
+    Scores are q·k/√h_d in the inputs' dtype, softmax in float32 over every piece's keys at once
+    (a key in two pieces is −∞ in all but one of them), grouped-query heads without copying K or V.
+    Returns (b, n_h, s, h_d).
+    """
+    b, n_h, s, h_d = views[0][0].shape
+    n_kv = v.shape[1]
+    rep = n_h // n_kv
+    out = []
+    for start in range(0, s, chunk):
+        stop = min(start + chunk, s)
+        c = stop - start
+        i = torch.arange(start, stop, device=v.device)[:, None]  # (c, 1)
+        blocks, spans = [], []
+        for p in pieces(start, stop):
+            if p.stop <= p.start:
+                continue
+            qv, kv = views[p.view]
+            qb = (qv[:, :, start:stop] * h_d**-0.5).reshape(b, n_kv, rep * c, h_d)  # (b, n_kv, rep·c, h_d)
+            scores = qb @ kv[:, :, p.start : p.stop].transpose(-1, -2)  # (b, n_kv, rep·c, e)
+            j = torch.arange(p.start, p.stop, device=v.device)[None, :]  # (1, e)
+            keep = None if p.rule is None else p.rule(i, j)
+            if p.stop > start + 1:  # keys after some query of the block
+                keep = (j <= i) if keep is None else keep & (j <= i)
+            if keep is not None:
+                scores = scores.view(b, n_kv, rep, c, -1).masked_fill_(~keep, float("-inf")).view(b, n_kv, rep * c, -1)
+            blocks.append(scores)
+            spans.append((p.start, p.stop))
+        probs = torch.cat(blocks, dim=-1).float().softmax(dim=-1).to(v.dtype)  # (b, n_kv, rep·c, Σe)
+        y, offset = None, 0
+        for a, z in spans:
+            part = probs[..., offset : offset + z - a] @ v[:, :, a:z]  # (b, n_kv, rep·c, h_d)
+            y = part if y is None else y.add_(part)
+            offset += z - a
+        out.append(y.view(b, n_h, c, h_d))
+    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+
+
+def remap_chunk(batch_heads: int, seq_len: int) -> int:
+    """Queries per block: at most ``REMAP_BLOCK_ELEMENTS`` scores of b·n_h heads against s keys."""
+    return max(1, min(seq_len, REMAP_BLOCK_ELEMENTS // max(1, batch_heads * seq_len)))
+
+
+@dataclass
+class RemapState:
+    """A remap's per-forward state, computed once and shared by every layer (as a scheme's
+    ``rotation``): the scheme, its rotations at each distinct position vector, the (query, key)
+    rotation of each view, the pieces and the chunk."""
+
+    pe: RoPE
+    rotations: list[Any]
+    views: list[tuple[int, int]]
+    pieces: Callable[[int, int], Sequence[Piece]]
+    chunk: int
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k and v, unrotated -> (b, n_h, s, h_d)."""
+        layout = self.pe.layout
+        qs = {n: apply_rope(q, *self.rotations[n], layout) for n in dict.fromkeys(qi for qi, _ in self.views)}
+        ks = {n: apply_rope(k, *self.rotations[n], layout) for n in dict.fromkeys(ki for _, ki in self.views)}
+        views = [(qs[qi], ks[ki]) for qi, ki in self.views]  # (b, n_h, s, h_d) and (b, n_kv, s, h_d) each
+        return remapped_attention(q, k, v, views, self.pieces, self.chunk)
+
+
+class NoRemap:
+    """Attention as trained: every key seen at its own position (the default, ``remap=none``)."""
+
+    acts_on: ClassVar[str] = "every scheme"
+
+    @classmethod
+    def applies(cls, pe: PositionScheme) -> bool:
+        return True
+
+    @property
+    def active(self) -> bool:
+        """False: the model runs its own attention, untouched."""
+        return False
+
+    def check(self, pe: PositionScheme, scheme: str) -> None:
+        """Refuse a scheme the remap cannot act on, naming it (``scheme``: its config option)."""
+        if not self.applies(pe):
+            raise ConfigError(
+                f"remap '{self.name}' remaps {self.acts_on}; pe '{scheme}' ({type(pe).__name__}) is not one: "
+                "use pe=rope, or remap=none"
+            )
+
+    def check_lengths(self, longest: int) -> None:
+        """Refuse settings that do nothing at the longest evaluated length."""
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+@dataclass
+class Remap(NoRemap):
+    """Shared by the remaps: the trained context (``original_length``) their defaults derive from,
+    the views and the pieces."""
+
+    acts_on: ClassVar[str] = "the positions of RoPE (pe=rope)"
+    original_length: int = 128
+
+    def __post_init__(self) -> None:
+        if self.original_length < 1:
+            raise ConfigError(f"remap.original_length must be >= 1, got {self.original_length}")
+
+    @classmethod
+    def applies(cls, pe: PositionScheme) -> bool:
+        return isinstance(pe, RoPE)
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    def reach(self) -> tuple[str, int]:
+        """The setting (how it reads, e.g. ``remap.window``, and its value) below which distances are
+        exact: at or past the longest evaluated length the remap changes nothing."""
+        raise NotImplementedError
+
+    def check_lengths(self, longest: int) -> None:
+        name, value = self.reach()
+        if value >= longest:
+            raise ConfigError(
+                f"{name} = {value} is not below the longest evaluated length {longest}: "
+                f"remap '{self.name}' would change nothing; give a smaller {name} or longer lengths"
+            )
+
+    def views(self, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(s,) positions 0..s − 1 -> each view's (s,) query and key positions; a view may share
+        a tensor with another (it is rotated once)."""
+        raise NotImplementedError
+
+    def pieces(self, start: int, stop: int) -> list[Piece]:
+        """The pieces of the queries ``start``..``stop`` − 1."""
+        raise NotImplementedError
+
+    def prepare(self, pe: RoPE, positions: torch.Tensor, dtype: torch.dtype, chunk: int) -> RemapState:
+        """The state every layer's attention uses: the scheme's rotation at each distinct position
+        vector of the views, once (computed in float32 by the caller, as a scheme's rotation is)."""
+        s = positions.shape[-1]
+        if positions.dim() != 1 or positions.is_floating_point() or not torch.equal(positions.cpu(), torch.arange(s)):
+            raise ConfigError(f"remap '{self.name}' runs on the positions 0..s-1 of a whole window")
+        tensors: list[torch.Tensor] = []
+        views = []
+        for qp, kp in self.views(positions):
+            pair = []
+            for t in (qp, kp):
+                found = next((n for n, u in enumerate(tensors) if u is t), None)
+                if found is None:
+                    tensors.append(t)
+                    found = len(tensors) - 1
+                pair.append(found)
+            views.append((pair[0], pair[1]))
+        rotations = [pe.rotation(t, dtype) for t in tensors]
+        return RemapState(pe, rotations, views, self.pieces, chunk)
+
+
+def check_at_least(name: str, value: int, low: int) -> None:
+    if value < low:
+        raise ConfigError(f"remap.{name} must be >= {low}, got {value}")
+
+
+def check_within_context(name: str, value: int, context: int) -> None:
+    if value > context:
+        raise ConfigError(
+            f"remap.{name}={value} is larger than the trained context {context} (remap.original_length): "
+            "its positions would be ones the model never saw"
+        )
