@@ -74,6 +74,14 @@ def extrapolate(
             autocompletion=options_of("scale", ("all",)),
         ),
     ] = "none",
+    remap: Annotated[
+        str | None,
+        typer.Option(
+            help="A position remap on the scored model, on top of each scale (see `posenc list remap`); "
+            "its settings as remap.KEY=VALUE overrides.",
+            autocompletion=options_of("remap"),
+        ),
+    ] = None,
     lengths: Annotated[
         str | None, typer.Option(help="Evaluated lengths, comma list. Default: train length x 1,2,4,8,16.")
     ] = None,
@@ -114,6 +122,8 @@ def extrapolate(
     Example: posenc extrapolate --pe rope,alibi,nope --scale none,pi,ntk,yarn --lengths 128,512,2048
 
     Real model: posenc extrapolate --model FOLDER|FILE.gguf|HUB_ID --scale pi,yarn --lengths 4096,16384
+
+    Remap: posenc extrapolate --pe rope --scale none,yarn --remap self_extend remap.group=4 remap.window=32
     """
     if is_real_model(model):
         with user_errors():
@@ -142,7 +152,9 @@ def extrapolate(
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
-        base = overrides_from({"model": model, "task": task, "train.steps": steps, "seed": seed}, overrides)
+        base = overrides_from(
+            {"model": model, "task": task, "train.steps": steps, "seed": seed, "remap": remap}, overrides
+        )
         cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
         with EventBar(quiet) as bar:
             result = run_cells(

@@ -129,7 +129,7 @@ def build(cfg: DictConfig) -> Setup:
             "randomized positions are drawn from a range at least as long as the sequence"
         )
     remap = instantiate(cfg.remap, "remap") if "remap" in cfg else NoRemap()
-    remap.check(pe, str(choices["pe"]))
+    remap.check(pe, str(choices["pe"]), choices.get("remap"))
     model = instantiate(cfg.model, "model", pe=pe, **task.model_inputs())
     if remap.active and not hasattr(model, "set_remap"):
         raise ConfigError(

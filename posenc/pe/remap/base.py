@@ -164,11 +164,12 @@ class NoRemap:
         """False: the model runs its own attention, untouched."""
         return False
 
-    def check(self, pe: PositionScheme, scheme: str) -> None:
-        """Refuse a scheme the remap cannot act on, naming it (``scheme``: its config option)."""
+    def check(self, pe: PositionScheme, scheme: str, option: str | None = None) -> None:
+        """Refuse a scheme the remap cannot act on, naming it (``scheme``: its config option;
+        ``option``: the remap's, default its class name)."""
         if not self.applies(pe):
             raise ConfigError(
-                f"remap '{self.name}' remaps {self.acts_on}; pe '{scheme}' ({type(pe).__name__}) is not one: "
+                f"remap '{option or self.name}' remaps {self.acts_on}; pe '{scheme}' ({type(pe).__name__}) is not one: "
                 "use pe=rope, or remap=none"
             )
 

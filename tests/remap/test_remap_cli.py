@@ -1,0 +1,74 @@
+"""``posenc extrapolate --remap …`` end to end, ``posenc list remap``, and bad input: one line,
+exit 2, nothing written."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+TINY = ["experiment=smoke", "train.steps=4", "train.seq_len=16", "eval.max_windows=4"]
+
+
+def test_list_shows_every_remap(cli):
+    code, out, err = cli("list", "remap")
+    assert code == 0, err
+    for name in ("none", "self_extend", "rerope", "leaky_rerope", "sinks", "dual_chunk"):
+        assert f" {name} " in out, out
+
+
+def test_extrapolate_with_a_remap_on_top_of_each_scale(cli, tmp_path):
+    args = ["--pe", "rope", "--scale", "none,yarn", "--lengths", "16,48", "--results-dir", str(tmp_path), "-q"]
+    code, out, err = cli("extrapolate", *args, *TINY, "--remap", "self_extend", "remap.group=4", "remap.window=8")
+    assert code == 0, err
+    [run] = list((tmp_path / "runs").iterdir())
+    table = pd.read_csv(run / "table.csv")
+    assert list(dict.fromkeys(table.scale)) == ["none+self_extend", "yarn+self_extend"]
+    assert table[["16", "48"]].notna().all().all()
+    # the same trained model as without the remap: the remap is not part of the training config
+    code, _, err = cli("extrapolate", *args, *TINY)
+    assert code == 0, err
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    plain = [r for r in (tmp_path / "runs").iterdir() if r != run]
+    assert len(plain) == 1
+    base = pd.read_csv(plain[0] / "table.csv").set_index(["scale", "metric"])["48"]
+    remapped = table.set_index(["scale", "metric"])["48"]
+    assert base[("none", "bpb")] != remapped[("none+self_extend", "bpb")]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--remap", "bogus"], "unknown remap 'bogus'; valid:"),
+        (["--remap", "self_extend", "remap.group=0"], "remap.group must be >= 1, got 0"),
+        (["--remap", "self_extend", "remap.window=0"], "remap.window must be >= 1, got 0"),
+        (["--remap", "self_extend", "remap.window=17"], "remap.window=17 is larger than the trained context 16"),
+        (
+            ["--remap", "self_extend", "remap.window=12", "--lengths", "8,12"],
+            "remap.window = 12 is not below the longest evaluated length 12",
+        ),
+        (["--remap", "rerope", "remap.window=20"], "remap.window=20 is larger than the trained context 16"),
+        (["--remap", "leaky_rerope", "remap.k=1"], "remap.k must be > 1"),
+        (["--remap", "sinks", "remap.n_sink=-1"], "remap.n_sink must be >= 0, got -1"),
+        (["--remap", "sinks", "remap.window=16"], "remap.n_sink + remap.window = 4 + 16 is larger than the trained"),
+        (["--remap", "dual_chunk", "remap.chunk_size=32"], "remap.chunk_size=32 is larger than the trained context"),
+        (
+            ["--remap", "dual_chunk", "remap.chunk_size=8", "remap.local_window=8"],
+            "remap.local_window=8 must be below remap.chunk_size=8",
+        ),
+        (
+            ["--pe", "alibi", "--remap", "self_extend"],
+            "remap 'self_extend' remaps the positions of RoPE (pe=rope); pe 'alibi' (AlibiPE) is not one",
+        ),
+        (
+            ["--pe", "nope", "--remap", "rerope"],
+            "remap 'rerope' remaps the positions of RoPE (pe=rope); pe 'nope' (NoPE) is not one",
+        ),
+        (["--pe", "learned", "--remap", "sinks"], "pe 'learned' (LearnedPE) is not one"),
+        (["--pe", "xpos", "--remap", "dual_chunk"], "pe 'xpos' (XPos) is not one"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, message):
+    code, out, err = cli("extrapolate", "--results-dir", tmp_path / "out", "-q", *TINY, *args)
+    assert code == 2, err
+    assert out == "" and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
