@@ -7,7 +7,9 @@ a shipped ``rope_scaling``), and its original context (``original_max_position_e
 ``max_position_embeddings``) is what a rescaling is measured against.
 
 Every check that can fail on user input (missing extra, path, tokenizer, architecture, hub id
-while offline) runs in ``resolve_source`` and ``read_config``, before any weight is read.
+while offline) runs in ``resolve_source`` and ``read_config``, before any weight is read. A hub id
+already in the local Hugging Face cache is read from there, with no network request and no need
+for ``HF_HUB_OFFLINE``. Weights load in the dtype asked for, never through a float32 copy.
 """
 
 from __future__ import annotations
@@ -39,16 +41,18 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 @dataclass(frozen=True)
 class Source:
     """Where a model comes from: ``kind`` folder, gguf or hub; ``path`` the folder (the GGUF
-    file's folder) or the hub id; ``gguf_file`` the file's name inside it."""
+    file's folder) or the hub id; ``gguf_file`` the file's name inside it; ``hub_id`` the id a
+    folder of the local Hugging Face cache was named by (a cached snapshot is a folder)."""
 
     kind: str
     path: str
     gguf_file: str | None = None
+    hub_id: str | None = None
 
     @property
     def name(self) -> str:
         """A short label for run folders and tables."""
-        return Path(self.gguf_file or self.path).name.removesuffix(".gguf")
+        return Path(self.gguf_file or self.hub_id or self.path).name.removesuffix(".gguf")
 
     def kwargs(self) -> dict[str, Any]:
         return {"gguf_file": self.gguf_file} if self.gguf_file else {}
@@ -67,6 +71,20 @@ def _offline() -> bool:
     return any(
         os.environ.get(k, "").lower() in ("1", "true", "yes", "on") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
     )
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The folder of ``repo_id``'s snapshot in the local Hugging Face cache (``HF_HUB_CACHE``; the
+    revision ``refs/main`` names), when it holds a config.json and a tokenizer; else None. Reads
+    the disk only: no network request, whatever ``HF_HUB_OFFLINE`` says."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        folder = Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # not cached (LocalEntryNotFoundError), or an id the cache cannot name
+        return None
+    complete = (folder / "config.json").is_file() and any((folder / f).is_file() for f in TOKENIZER_FILES)
+    return folder if complete else None
 
 
 def _check_hub(repo_id: str, timeout: float = 5.0) -> None:
@@ -88,7 +106,8 @@ def _check_hub(repo_id: str, timeout: float = 5.0) -> None:
 
 def resolve_source(spec: str) -> Source:
     """What ``--model`` names, checked: an existing folder with config.json and a tokenizer,
-    an existing .gguf file, or a hub id that the hub answers for."""
+    an existing .gguf file, or a hub id: its snapshot folder in the local Hugging Face cache when
+    a complete one is there (no network request at all), else one the hub answers for."""
     path = Path(spec).expanduser()
     if path.is_dir():
         require_hf()
@@ -110,6 +129,9 @@ def resolve_source(spec: str) -> Source:
             f"--model '{spec}' does not exist; give a checkpoint folder, a .gguf file or a hub id (owner/name)"
         )
     require_hf()
+    snapshot = cached_snapshot(spec)
+    if snapshot is not None:  # read as the folder it is: transformers and the hub client never go online
+        return Source("folder", str(snapshot), hub_id=spec)
     _check_hub(spec)
     return Source("hub", spec)
 
@@ -183,6 +205,17 @@ def quiet_loading(gguf: bool) -> Iterator[None]:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
+def load_transformers(source: Source, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """transformers' model (eval mode, weights read straight into ``dtype``: a bf16 checkpoint
+    asked for in bf16 never exists in float32; a GGUF file dequantizes into it) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_loading(gguf=source.gguf_file is not None):
+        tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
+        hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=dtype, **source.kwargs())
+    return hf.eval(), tokenizer
+
+
 def load_pretrained(
     source: Source,
     config: Any,
@@ -190,15 +223,11 @@ def load_pretrained(
     device: torch.device | str = "cpu",
     scaled_layer_type: str | None = None,
 ) -> Pretrained:
-    """Read the weights (float32; a GGUF file dequantizes), convert, then cast to ``dtype``:
-    rotary frequencies and cos/sin stay float32 (``RoPE._apply``). ``scaled_layer_type``: the layer
-    type whose RoPE a scaling acts on, where each has its own (``families.scaled_layer_type_of``)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    with quiet_loading(gguf=source.gguf_file is not None):
-        tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
-        hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32, **source.kwargs())
-    lm = family_of(config).convert(hf.eval(), scaled_layer_type)
+    """Read the weights in ``dtype`` (``load_transformers``), convert, move to ``device``: rotary
+    frequencies and cos/sin stay float32 (``RoPE._apply``). ``scaled_layer_type``: the layer type
+    whose RoPE a scaling acts on, where each has its own (``families.scaled_layer_type_of``)."""
+    hf, tokenizer = load_transformers(source, dtype)
+    lm = family_of(config).convert(hf, scaled_layer_type)
     del hf
     return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)
 
