@@ -10,6 +10,7 @@ import typer
 from posenc.cli.bench import bench
 from posenc.cli.check import check
 from posenc.cli.compare import compare
+from posenc.cli.export import export
 from posenc.cli.extrapolate import extrapolate
 from posenc.cli.list import list_
 from posenc.cli.order import order
@@ -61,6 +62,7 @@ app.command("bench")(bench)
 app.command("order")(order)
 app.command("check")(check)
 app.command("extrapolate")(extrapolate)
+app.command("export")(export)
 app.command("resolution")(resolution)
 app.command("sweep")(sweep)
 app.command("compare")(compare)

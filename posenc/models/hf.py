@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,19 +173,25 @@ def from_hf_llama(model: Any) -> CausalLM:
     return lm.to(device=next(model.parameters()).device)
 
 
-def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> Any:
+def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int, layer_type: str | None = None) -> Any:
     """A copy of a model's Hugging Face ``config`` whose RoPE settings give ``scale``'s frequencies,
     for a checkpoint fine-tuned at ``length`` tokens (``scale_from_hf_config`` reads them back to the
     same scale). The scale writes itself (``hf_rope_parameters``): none leaves the config as it is,
     PI on a shipped linear scaling is one linear factor (the product), any other scale on a shipped
     rescaling raises ConfigError, and static NTK, which has no ``rope_type``, is the default RoPE
-    with a larger θ."""
+    with a larger θ. Any family's config, not only Llama's: where each layer type has its own RoPE
+    (Gemma 3), the scale is written into ``layer_type``'s (default ``GLOBAL_LAYERS``), the others
+    kept as they are."""
     out = copy.deepcopy(config)
-    described = scale.hf_rope_parameters(rope_parameters(config), rot_dim, length)
+    described = scale.hf_rope_parameters(rope_parameters(config, layer_type), rot_dim, length)
     if described is None:
         return out
     new, max_pos = described
-    if hasattr(out, "rope_parameters"):  # transformers >= 5
+    types = rope_layer_types(config)
+    if types:  # one RoPE per layer type: only the scaled type's changes
+        chosen = layer_type or (GLOBAL_LAYERS if GLOBAL_LAYERS in types else types[0])
+        out.rope_parameters = {**copy.deepcopy(config.rope_parameters), chosen: new}
+    elif hasattr(out, "rope_parameters"):  # transformers >= 5
         out.rope_parameters = new
     else:
         out.rope_theta = new.pop("rope_theta")
@@ -196,31 +203,64 @@ def llama_config_for(config: Any, scale: NoScale, rot_dim: int, length: int) -> 
 def save_hf_llama(lm: CausalLM, config: Any, tokenizer: Any, folder: Path) -> Path:
     """``lm`` as a Hugging Face checkpoint folder that ``AutoModelForCausalLM`` loads: its tensors
     (``to_hf_llama_state``) in model.safetensors, ``config`` (``llama_config_for``) in config.json
-    with ``rope_scaling`` and ``rope_theta`` written too (transformers 4 reads those), and the
-    tokenizer files. Written beside ``folder``, then renamed into place."""
+    (``write_checkpoint``)."""
     from safetensors.torch import save_file
 
     if lm.pe.nope_layers:
         raise ConfigError(
             f"a Llama checkpoint rotates every layer; this model has none in layers {list(lm.pe.nope_layers)}"
         )
-    folder = Path(folder)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
     config = copy.deepcopy(config)
     config.architectures = ["LlamaForCausalLM"]
     config.tie_word_embeddings = lm.head is None
     config.dtype = lm.embed.weight.dtype
+
+    def weights(partial: Path) -> None:
+        save_file(to_hf_llama_state(lm), partial / "model.safetensors", metadata={"format": "pt"})
+
+    return write_checkpoint(weights, config, tokenizer, folder)
+
+
+def save_hf_model(model: Any, config: Any, tokenizer: Any, folder: Path) -> Path:
+    """A transformers model of any family saved with another ``config`` (``llama_config_for``):
+    its weights as they are, a tied head once (under the embedding's name, as transformers
+    saves it), in model.safetensors, as ``write_checkpoint`` writes. A model read from a GGUF
+    file saves too (transformers' own ``save_pretrained`` refuses one: "quantized with gguf")."""
+    from safetensors.torch import save_file
+
+    config = copy.deepcopy(config)
+    config.dtype = next(model.parameters()).dtype
+    state, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() not in seen:  # the first name of a shared tensor: the embedding before the head
+            seen.add(tensor.data_ptr())
+            state[name] = tensor.detach().contiguous()
+
+    def weights(partial: Path) -> None:
+        save_file(state, partial / "model.safetensors", metadata={"format": "pt"})
+
+    return write_checkpoint(weights, config, tokenizer, folder)
+
+
+def write_checkpoint(weights: Callable[[Path], None], config: Any, tokenizer: Any, folder: Path) -> Path:
+    """A Hugging Face checkpoint folder: ``weights(partial)`` writes the tensors, ``config`` goes to
+    config.json, with ``rope_scaling`` and ``rope_theta``
+    written too where every layer shares one RoPE (transformers 4 reads those), then the tokenizer
+    files. Written beside ``folder``, then renamed into place."""
+    folder = Path(folder)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    weights(partial)
     config.save_pretrained(partial)
-    params = rope_parameters(config)
-    data = json.loads((partial / "config.json").read_text())
-    data["rope_theta"] = params["rope_theta"]
-    data["rope_scaling"] = (
-        None if params["rope_type"] == "default" else {k: v for k, v in params.items() if k != "rope_theta"}
-    )
-    (partial / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    save_file(to_hf_llama_state(lm), partial / "model.safetensors", metadata={"format": "pt"})
+    if not rope_layer_types(config):
+        params = rope_parameters(config)
+        data = json.loads((partial / "config.json").read_text())
+        data["rope_theta"] = params["rope_theta"]
+        data["rope_scaling"] = (
+            None if params["rope_type"] == "default" else {k: v for k, v in params.items() if k != "rope_theta"}
+        )
+        (partial / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(partial)
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
