@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text, replace_folder, write_json, write_table
 from posenc.launch.suite import SUITE_FILE
 from posenc.reporting.claims import CLAIMS
+from posenc.reporting.estimates import Family
 from posenc.reporting.findings import FINDINGS
 from posenc.reporting.plots import plot_extrapolation, plot_order, plot_resolution
 from posenc.reporting.tables import (
@@ -64,33 +66,20 @@ def _meta_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
-SIZE_COLUMNS = ("model_size", "model.d_model", "params")  # a table's column for a scale sweep, preferred first
+SIZE_COLUMN = "params"  # every extrapolation row names its model's parameter count
 SAME_SIZE = 3.0  # parameter counts within this factor are one model size: schemes (a learned table, NoPE's
-# deeper LM) add parameters to one architecture; a scale sweep's sizes lie several times apart (30× over 3)
+# deeper LM) add parameters to one architecture; a scale sweep's sizes lie several times apart (37× over 3)
 
 
-def model_sizes(tables: Tables) -> tuple[str, list[tuple[str, list[Any]]]]:
-    """The size column of a scale sweep and its sizes, smallest first, each as (label, the column's
-    values it holds), or ("", []) when the tables hold one size. Parameter counts are grouped
-    (``SAME_SIZE``): every row names its own model's count, and schemes differ by a few tables."""
-    for column in SIZE_COLUMNS:
-        values = sorted({v for t in tables.values() if column in t for v in t[column].dropna().unique()})
-        if len(values) < 2:
-            continue
-        if column != "params":
-            return column, [(f"{column} {v:g}" if isinstance(v, float) else f"{column} {v}", [v]) for v in values]
-        groups: list[list[Any]] = []
-        for v in values:
-            if groups and float(v) <= SAME_SIZE * float(groups[-1][0]):
-                groups[-1].append(v)
-            else:
-                groups.append([v])
-        if len(groups) > 1:
-            return column, [
-                (f"params {_count(g[0])}–{_count(g[-1])}" if len(g) > 1 else f"params {_count(g[0])}", g)
-                for g in groups
-            ]
-    return "", []
+def size_groups(counts: Iterable[Any]) -> list[list[Any]]:
+    """Parameter counts grouped into model sizes (``SAME_SIZE`` apart at least), smallest first."""
+    groups: list[list[Any]] = []
+    for v in sorted(set(counts)):
+        if groups and float(v) <= SAME_SIZE * float(groups[-1][0]):
+            groups[-1].append(v)
+        else:
+            groups.append([v])
+    return groups
 
 
 def _count(n: Any) -> str:
@@ -98,36 +87,66 @@ def _count(n: Any) -> str:
     return f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n / 1e3:.3g}k" if n >= 1e3 else f"{n:g}"
 
 
-def of_size(tables: Tables, column: str, values: list[Any]) -> Tables:
-    """Every table's rows of one model size (a table without the column is kept whole)."""
-    return {k: t[t[column].isin(values)] if column in t else t for k, t in tables.items()}
+def _one_size(count: Any, groups: list[list[Any]]) -> bool:
+    """Whether a parameter count falls in one of the size groups."""
+    return any(float(g[0]) / SAME_SIZE <= float(count) <= SAME_SIZE * float(g[0]) for g in groups)
 
 
-def sections(functions: Any, tables: Tables, meta: dict[str, Any]) -> list[Section]:
-    """Each section; in a scale sweep, one per model size, each family named with its size (a
-    section that reads no table of the sweep, and so is the same at every size, once)."""
-    column, sizes = model_sizes(tables)
-    if not sizes:
-        return [f(tables, meta) for f in functions]
+def variants(tables: Tables) -> list[tuple[str, Tables]]:
+    """The readings of the report's sections under another training budget or model size: each
+    as (label, the tables its sections read), from the tables that stand for another
+    (``ReportTable.reads_as``). A budget variant reads its tables in place of the
+    trained-to-criterion ones. A size variant pools the scale sweep's rows with the main table's
+    rows of the same schemes at a size the sweep lacks (the fixed-factor fine-tunes of the middle
+    size are the main table's), then splits them by model size."""
     out = []
-    for f in functions:
-        per_size = [(label, f(of_size(tables, column, values), meta)) for label, values in sizes]
-        if len({s.text() for _, s in per_size}) == 1:
-            out.append(per_size[0][1])
+    budget = {t.reads_as: tables[t.name] for t in REPORT_TABLES if t.varies == "budget" and t.name in tables}
+    if budget:
+        steps = ", ".join(
+            f"{name.removeprefix('extrapolation_')} {int(t['steps'].max())} steps"
+            for name, t in budget.items()
+            if "steps" in t and t["steps"].notna().any()
+        )
+        out.append((f"fixed budget ({steps})" if steps else "fixed budget", budget))
+    pooled: Tables = {}
+    for t in REPORT_TABLES:
+        if t.varies != "size" or t.name not in tables or SIZE_COLUMN not in tables[t.name]:
             continue
-        for label, s in per_size:
-            s.key = f"{s.key} ({label})"
-            for family in s.families:
-                family.model = label + (f": {family.model}" if family.model else "")
-                family.name = f"{family.name} ({label})"
-            out.append(s)
+        rows, main = tables[t.name], tables.get(t.reads_as)
+        if main is not None and SIZE_COLUMN in main:
+            mine = size_groups(rows[SIZE_COLUMN].dropna())
+            extra = main[main["pe"].isin(set(rows["pe"]))]
+            extra = extra[~extra[SIZE_COLUMN].map(lambda v: _one_size(v, mine))]
+            rows = pd.concat([rows, extra], ignore_index=True)
+        pooled[t.reads_as] = rows
+    if pooled:
+        groups = size_groups(pd.concat([t[SIZE_COLUMN] for t in pooled.values()]).dropna())
+        if len(groups) > 1:
+            for g in groups:
+                view = {name: t[t[SIZE_COLUMN].isin(g)] for name, t in pooled.items()}
+                out.append((f"{_count(min(g))} params", {k: v for k, v in view.items() if len(v)}))
     return out
 
 
-def verdict_lines(done: list[Section], tables: Tables) -> list[str]:
+def read_variants(functions: Iterable[Any], tables: Tables, meta: dict[str, Any]) -> list[tuple[str, list[Family]]]:
+    """(label, the families of every section) for each variant; a family names its variant as its model."""
+    out = []
+    for label, view in variants(tables):
+        families = [f for fn in functions for f in fn(view, meta).families]
+        for f in families:
+            f.model = label
+        out.append((label, families))
+    return out
+
+
+def verdict_lines(done: list[Section], readings: list[tuple[str, list[Family]]]) -> list[str]:
     """The verdict table: per family of tests its verdict, its tests, the correction, n (seeds and
-    items), the minimum detectable effects and the model; in a scale sweep, whether each verdict
-    moves with the model's size."""
+    items), the minimum detectable effects and the model, with its verdict at every other model size
+    and budget the suite read it under (``read_variants``)."""
+    elsewhere: dict[str, list[str]] = {}
+    for label, families in readings:
+        for f in families:
+            elsewhere.setdefault(f.name, []).append(f"{label}: {f.verdict}")
     rows = [
         {
             "claim or finding": f.name,
@@ -139,13 +158,14 @@ def verdict_lines(done: list[Section], tables: Tables) -> list[str]:
             "items": f.items(),
             "detectable effect (power 0.8)": f.mde_range(),
             "model": f.model or "—",
+            "other sizes and budgets": "; ".join(elsewhere.get(f.name, [])) or "—",
         }
         for s in done
         for f in s.families
     ]
     if not rows:
         return []
-    lines = [
+    return [
         "## Verdicts",
         "",
         "Every verdict is a family of tests on paired-by-seed differences (paired t for a claimed difference, "
@@ -155,27 +175,55 @@ def verdict_lines(done: list[Section], tables: Tables) -> list[str]:
         "margin), **inconclusive** otherwise. The detectable effect is the smallest difference each test "
         "finds with power 0.8 at its n and the corrected level α/m (for TOST: the smallest margin it can "
         "show when the true difference is 0); each section lists its tests, beside the paper's own effect "
-        "where the paper gives one.",
+        "where the paper gives one. The last column is the same family read at the scale sweep's model "
+        "sizes and under the fixed budget (Model size and training budget, below).",
         "",
         md(pd.DataFrame(rows)),
         "",
     ]
-    _, sizes = model_sizes(tables)
-    if sizes:
-        by_name: dict[str, dict[Any, str]] = {}
-        for s in done:
-            for f in s.families:
-                label = next((lb for lb, _ in sizes if f.name.endswith(f" ({lb})")), None)
-                if label is not None:
-                    by_name.setdefault(f.name[: -len(label) - 3], {})[label] = f.verdict
-        for name, verdicts in by_name.items():
+
+
+def variant_lines(readings: list[tuple[str, list[Family]]]) -> list[str]:
+    """The families read under each variant: one table of verdicts, whether each moves with the
+    model's size, and every test."""
+    if not readings:
+        return []
+    names = list(dict.fromkeys(f.name for _, families in readings for f in families))
+    by = {(label, f.name): f for label, families in readings for f in families}
+    rows = []
+    for name in names:
+        row = {"claim or finding": name}
+        for label, _ in readings:
+            f = by.get((label, name))
+            row[label] = f"{f.verdict} ({f.counts()}; detectable {f.mde_range()})" if f else "—"
+        rows.append(row)
+    lines = [
+        "## Model size and training budget",
+        "",
+        "The sections that read the length-extrapolation tables, read again at each model size of the scale "
+        "sweep (the same schemes, recipe, target and seeds at every size: `suite/extrapolation_text_scale.csv`, "
+        "`suite/extrapolation_target_scale.csv`) and under a fixed training budget (every scheme the same "
+        "steps, no target: `suite/*_fixed.csv`), so that each verdict says whether it moves with the model's "
+        "size or with how long the models train. Each cell: the verdict, its tests, their detectable effects.",
+        "",
+        md(pd.DataFrame(rows)),
+        "",
+    ]
+    sizes = [label for label, _ in readings if label.endswith(" params")]
+    for name in names:
+        verdicts = {label: by[(label, name)].verdict for label in sizes if (label, name) in by}
+        if len(verdicts) > 1:
             moves = len(set(verdicts.values())) > 1
             lines.append(
                 f"- {name}: {'moves with scale' if moves else 'the same at every size'} — "
                 + "; ".join(f"{k} {v}" for k, v in verdicts.items())
                 + "."
             )
-        lines.append("")
+    lines.append("")
+    for label, families in readings:
+        lines += [f"### {label}", ""]
+        for f in families:
+            lines += [f"**{f.name}:** {f.verdict} ({f.counts()}; {f.correction_words()})", "", *f.lines(), ""]
     return lines
 
 
@@ -239,8 +287,10 @@ def render(tables: Tables, meta: dict[str, Any]) -> str:
             *expected,
             "",
         ]
-    claims, findings = sections(CLAIMS, tables, meta), sections(FINDINGS, tables, meta)
-    lines += verdict_lines(claims + findings, tables)
+    claims, findings = [f(tables, meta) for f in CLAIMS], [f(tables, meta) for f in FINDINGS]
+    readings = read_variants((*CLAIMS, *FINDINGS), tables, meta)
+    lines += verdict_lines(claims + findings, readings)
+    lines += variant_lines(readings)
     lines += ["## The seed document's claims", ""]
     lines += [s.text() for s in claims]
     lines += [

@@ -170,18 +170,60 @@ def test_only_the_test_split_is_read_where_the_table_names_its_split():
     assert "→ 0 [" not in nope_section(text)
 
 
-def test_a_scale_sweep_gets_one_verdict_per_size_and_says_whether_it_moves():
-    """Two sizes 100× apart; within each, NoPE's deeper LM has 1.5× the others' parameters and is
-    the same size (within ``SAME_SIZE``), not a size of its own."""
-    text = render({"extrapolation_passkey": passkey(sizes=(1000, 100_000))}, META)
-    table = text.split("## Verdicts")[1].split("## The seed")[0]
-    assert "### NoPE (params 2k–3k)" in text and "### NoPE (params 200k–300k)" in text
-    assert "- NoPE, at 512 tokens: moves with scale — params 2k–3k agrees; params 200k–300k disagrees." in table
-    assert "| NoPE, at 512 tokens (params 2k–3k) " in table
-    # a section that reads no table of the sweep is the same at every size: once, unnamed
-    assert text.count("### C4 — ") == 1 and "### C4 (" not in text
-    # one size: no split, however the schemes' parameter counts differ
-    assert "### NoPE (" not in render({"extrapolation_passkey": passkey(sizes=(1000,))}, META)
+def text_rows(sizes, nope_rise=(0.1, 0.9)) -> pd.DataFrame:
+    """Bits per byte at 64 (trained) and 1024 bytes: NoPE rises by ``nope_rise[i]`` at size i,
+    rope and alibi by about 0.5; NoPE's deeper LM has 1.5× the others' parameters at one size."""
+    rows = []
+    for size, up in zip(sizes, nope_rise):
+        for pe in ("nope", "rope", "alibi"):
+            for seed in SEEDS:
+                rise = up + 0.02 * (seed % 2) if pe == "nope" else 0.5 + 0.01 * seed
+                rows.append(
+                    {
+                        "pe": pe,
+                        "seed": seed,
+                        "scale": "none",
+                        "finetune_steps": 0,
+                        "metric": "bpb",
+                        "64": 2.0,
+                        "1024": 2.0 + rise,
+                        "unigram_bpb": 4.7,
+                        "params": size * (3 if pe == "nope" else 2),
+                        "status": "completed",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_a_scale_sweep_reads_each_verdict_at_every_size_and_says_whether_it_moves():
+    """The scale sweep's table at two sizes 100× apart (within each, NoPE's deeper LM is the same
+    size, not a size of its own): NoPE's text family agrees at the small size, disagrees at the
+    large one; the main table holds the large size only."""
+    tables = {
+        "extrapolation_text": text_rows((100_000,), (0.9,)),
+        "extrapolation_text_scale": text_rows((1000, 100_000)),
+    }
+    text = render(tables, META)
+    table = text.split("## Verdicts")[1].split("## Model size")[0]
+    row = next(line for line in table.splitlines() if "| NoPE, text rise at 16× " in line)
+    assert row.split("|")[2].strip() == "disagrees"
+    assert row.rstrip(" |").endswith("2k params: agrees; 200k params: disagrees")
+    trend = text.split("## Model size and training budget")[1].split("## The seed")[0]
+    assert "- NoPE, text rise at 16×: moves with scale — 2k params agrees; 200k params disagrees." in trend
+    assert "### 2k params" in trend and "### 200k params" in trend
+    # the sections are written once, at the main tables' size
+    assert text.count("### NoPE — ") == 1 and text.count("### C4 — ") == 1
+    # one size: no trend
+    assert "## Model size" not in render({"extrapolation_text": text_rows((1000,), (0.1,))}, META)
+
+
+def test_the_fixed_budget_tables_are_read_beside_the_trained_to_criterion_ones():
+    tables = {"extrapolation_passkey": passkey(), "extrapolation_passkey_fixed": passkey().assign(steps=2500)}
+    text = render(tables, META)
+    trend = text.split("## Model size and training budget")[1].split("## The seed")[0]
+    assert "### fixed budget (passkey 2500 steps)" in trend
+    row = next(line for line in trend.splitlines() if "| NoPE, at 512 tokens " in line)
+    assert "agrees (2 agree of 2 tests; detectable 0)" in row
 
 
 def test_the_correction_and_level_come_from_the_data_file(tmp_path, monkeypatch):
