@@ -770,10 +770,19 @@ def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
+def remap_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """Each position remap's long forward against the unremapped one (``posenc.benchmarks.remaps``,
+    a module of its own that imports this one)."""
+    from posenc.benchmarks.remaps import remap_forward as rows
+
+    return rows(sizes, threads)
+
+
 CASES = {
     "train": train_throughput,
     "rope": rope_apply,
     "long": long_eval,
+    "remaps": remap_forward,
     "real": real_forward,
     "families": family_forward,
     "vit": vit_forward,

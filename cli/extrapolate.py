@@ -140,7 +140,8 @@ def extrapolate(
                 factor=factor,
                 passkey=passkey,
             )
-            return run_real(model, options, overrides or [], ctx, results_dir, quiet)
+            remapped = [f"remap={remap}"] if remap is not None else []
+            return run_real(model, options, [*remapped, *(overrides or [])], ctx, results_dir, quiet)
     with user_errors():
         refuse_real_options(given(ctx, REAL_ONLY))  # before any work of posenc's own models
     with user_errors():

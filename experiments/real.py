@@ -79,6 +79,7 @@ from posenc.engine.training import resolve_device
 from posenc.models import pretrained
 from posenc.models.families import FAMILIES, describe_rope, family_of, scaled_layer_type_of
 from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, scale_from_hf_config
+from posenc.pe.remap.base import NoRemap
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
 from posenc.reporting.style import pyplot, save_figure
@@ -361,8 +362,9 @@ class Model:
     """The loaded model with one scale installed at a time (``none``: as shipped; on a model that
     ships a rescaling, PI divides the shipped frequencies, ``check_stacking``)."""
 
-    def __init__(self, loaded: pretrained.Pretrained) -> None:
+    def __init__(self, loaded: pretrained.Pretrained, remap: NoRemap | None = None) -> None:
         self.loaded, self.lm = loaded, loaded.lm
+        self.remap = remap  # a position remap on top of every scale (posenc.pe.remap); None: none
         self.shipped = (self.lm.pe.inv_freq.clone(), self.lm.pe.attention_scaling)
         self.stacks = type(shipped_rope(loaded.config)[1]) is not NoScale
         self.follows = self.lm.length_scale  # a shipped dynamic rescaling follows the length
@@ -372,6 +374,8 @@ class Model:
         lm = self.lm
         lm.pe.set_frequencies(*self.shipped)
         lm.follow_length(None)
+        if self.remap is not None:
+            lm.set_remap(self.remap)
         if type(scale) is NoScale:
             lm.follow_length(self.follows)
         elif self.stacks:  # PI on the shipped rescaling (check_stacking refused the rest)
@@ -432,6 +436,7 @@ class Prepared:
     tokenizer: Any
     tokens: torch.Tensor
     shipped: str
+    remap: NoRemap = field(default_factory=NoRemap)  # built against the model's original context
 
     @property
     def finetuned(self) -> dict[str, NoScale]:
@@ -444,7 +449,8 @@ class Prepared:
         source = source or self.source
         config = self.config if source is self.source else pretrained.read_config(source)
         dtype = pretrained.check_dtype(self.checkpoint.dtype)
-        return Model(pretrained.load_pretrained(source, config, dtype, self.device, self.checkpoint.scaled_layers))
+        loaded = pretrained.load_pretrained(source, config, dtype, self.device, self.checkpoint.scaled_layers)
+        return Model(loaded, self.remap if self.remap.active else None)
 
 
 def device_of(checkpoint: Checkpoint, default: torch.device | None = None) -> torch.device:
@@ -457,8 +463,32 @@ def device_of(checkpoint: Checkpoint, default: torch.device | None = None) -> to
         raise ConfigError(str(e).replace("train.device", "model.device")) from None
 
 
-def prepare(checkpoint: Checkpoint, settings: RealSettings, device: torch.device, seed: int = 0) -> Prepared:
-    """Every check that can fail on user input, before any weight is read or file written."""
+def build_remap(name: str, node: dict[str, Any], config: Any, original_length: int, longest: int) -> NoRemap:
+    """The remap option ``name`` (its config ``node``) measured against the model's original context
+    and checked against the model (a family posenc's own attention runs) and the longest length."""
+    if "original_length" in node:
+        node = {**node, "original_length": original_length}
+    remap = instantiate(node, f"remap/{name}")
+    if remap.active:
+        family = family_of(config)
+        if not family.native:
+            raise ConfigError(
+                f"remap '{name}' runs in posenc's own attention, which {FAMILIES['llama'].label} models load into; "
+                f"'{family.model_type}' runs transformers' attention"
+            )
+        remap.check_lengths(longest)
+    return remap
+
+
+def prepare(
+    checkpoint: Checkpoint,
+    settings: RealSettings,
+    device: torch.device,
+    seed: int = 0,
+    remap: tuple[str, dict[str, Any]] | None = None,
+) -> Prepared:
+    """Every check that can fail on user input, before any weight is read or file written.
+    ``remap``: the remap option's name and config node (None: none); its rows read scale+remap."""
     source = pretrained.resolve_source(checkpoint.path)
     config = pretrained.read_config(source)
     dtype = pretrained.check_dtype(checkpoint.dtype)
@@ -478,6 +508,11 @@ def prepare(checkpoint: Checkpoint, settings: RealSettings, device: torch.device
     shipped, shipped_scale = shipped_rope(config)
     for name, scale in scales.items():
         check_stacking(name, scale, shipped_scale)
+    remapped = build_remap(*remap, config, original, longest) if remap else NoRemap()
+    if remapped.active:
+        if settings.finetune_steps:
+            raise ConfigError(f"real.finetune_steps with remap '{remap[0]}': fine-tuning takes no remap; drop one")
+        scales = {f"{name}+{remap[0]}": scale for name, scale in scales.items()}  # yarn+self_extend
     if settings.finetune_steps:
         check_finetune(settings, config, scales)
     need, have = pretrained.peak_bytes(config, longest, dtype, settings.chunk), pretrained.available_bytes(device)
@@ -503,7 +538,19 @@ def prepare(checkpoint: Checkpoint, settings: RealSettings, device: torch.device
     if settings.passkey_depths:
         passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
     return Prepared(
-        checkpoint, settings, seed, source, config, original, scales, device, factor, tokenizer, tokens, shipped
+        checkpoint,
+        settings,
+        seed,
+        source,
+        config,
+        original,
+        scales,
+        device,
+        factor,
+        tokenizer,
+        tokens,
+        shipped,
+        remap=remapped,
     )
 
 
@@ -523,7 +570,7 @@ def read_settings(cfg: DictConfig) -> tuple[Checkpoint, RealSettings]:
 
 # The config keys a real-model run reads; the rest of the tree (pe, task, train, eval, scale)
 # configures posenc's own models. ``seed`` is read only to fine-tune.
-REAL_KEYS = ("real", "model", "seed", "cache_dir")
+REAL_KEYS = ("real", "model", "seed", "cache_dir", "remap")
 
 
 def check_overrides(overrides: Sequence[str]) -> None:
@@ -535,7 +582,7 @@ def check_overrides(overrides: Sequence[str]) -> None:
         if root not in REAL_KEYS or key == "model":
             raise UserError(
                 f"override '{override}' applies to posenc's own models, not to a real model; "
-                "a real model takes real.*, model.path, model.dtype, model.device and cache_dir"
+                "a real model takes real.*, model.path, model.dtype, model.device, cache_dir and remap"
             )
 
 
@@ -555,6 +602,8 @@ def run_config(p: Prepared) -> dict[str, Any]:
         "original_length": p.original_length,
         "tokens": int(p.tokens.numel()),
         "shipped_rope": p.shipped,
+        # only when one is on, so the cells and folders of runs without a remap keep their hashes
+        **({"remap": {"name": type(p.remap).__name__, **asdict(p.remap)}} if p.remap.active else {}),
     }
 
 
@@ -640,11 +689,14 @@ class Real:
         the tokenizer and the text once)."""
         checkpoint, settings = read_settings(cfg)
         device = device_of(checkpoint, device)
+        remap = None
+        if cfg.get("remap") is not None and cfg.choices.get("remap") not in (None, "none"):
+            remap = (str(cfg.choices.remap), OmegaConf.to_container(cfg.remap, resolve=True))
         memo = config_hash(
-            {"model": asdict(checkpoint), "real": asdict(settings), "seed": cfg.get("seed"), "d": device}
+            {"model": asdict(checkpoint), "real": asdict(settings), "seed": cfg.get("seed"), "d": device, "r": remap}
         )
         if memo not in self._prepared:
-            self._prepared[memo] = prepare(checkpoint, settings, device, int(cfg.get("seed") or 0))
+            self._prepared[memo] = prepare(checkpoint, settings, device, int(cfg.get("seed") or 0), remap)
         return self._prepared[memo]
 
     def check(self, cfg: DictConfig) -> None:

@@ -102,3 +102,40 @@ def test_band_pieces_cover_every_pair_once():
             ii, jj = torch.meshgrid(torch.arange(start, stop), torch.arange(stop), indexing="ij")
             expected = (jj <= ii) & ((ii - jj < window) | (jj < (far_keys if far_keys is not None else stop)))
             assert torch.equal(hits, expected.long())
+
+
+@pytest.mark.parametrize("name", ["self_extend", "rerope", "leaky_rerope", "sinks", "dual_chunk"])
+def test_blocks_stay_a_chunk_of_queries_wide(name):
+    """At 4096 tokens in chunks of 64 queries, every block scores its queries against at most
+    s + 2·chunk keys (a key in two pieces counts twice): never an (s, s) tensor."""
+    remap = {
+        "self_extend": SelfExtend(group=8, window=256, original_length=1024),
+        "rerope": ReRoPE(window=256, original_length=1024),
+        "leaky_rerope": LeakyReRoPE(window=256, original_length=1024),
+        "sinks": AttentionSinks(n_sink=4, window=1000, original_length=1024),
+        "dual_chunk": DualChunk(original_length=1024),
+    }[name]
+    s, chunk = 4096, 64
+    for start in range(0, s, chunk):
+        stop = start + chunk
+        keys = sum(max(0, p.stop - p.start) for p in remap.pieces(start, stop))
+        assert keys <= stop + 2 * chunk
+        assert all(0 <= p.start and p.stop <= stop for p in remap.pieces(start, stop))
+    if name == "sinks":  # a sliding window: each block sees the window and the sinks only
+        assert sum(max(0, p.stop - p.start) for p in remap.pieces(s - chunk, s)) <= 1000 + chunk + 4
+
+
+@pytest.mark.parametrize("name", ["self_extend", "sinks", "dual_chunk"])
+def test_gradients_equal_the_construction(name):
+    """A fine-tune runs through the remap: its gradients with respect to q, k and v are the construction's."""
+    remap, pe = REMAPS[name], RoPE(16)
+    grads = []
+    for attend in (
+        lambda q, k, v: remap.prepare(pe, torch.arange(S), q.dtype, 5).attend(q, k, v),
+        lambda q, k, v: reference_attention(remap, pe, q, k, v),
+    ):
+        q, k, v = (t.clone().requires_grad_() for t in qkv())
+        (attend(q, k, v) * torch.linspace(-1, 1, 16)).sum().backward()
+        grads.append((q.grad, k.grad, v.grad))
+    for got, expected in zip(*grads):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)

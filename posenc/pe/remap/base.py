@@ -87,13 +87,18 @@ def remapped_attention(
 
     v is (b, n_kv, s, h_d); ``views`` holds each view's rotated (b, n_h, s, h_d) queries and
     (b, n_kv, s, h_d) keys; ``pieces(start, stop)`` the pieces of the queries start..stop − 1.
-    Scores are q·k/√h_d in the inputs' dtype, softmax in float32 over every piece's keys at once
-    (a key in two pieces is −∞ in all but one of them), grouped-query heads without copying K or V.
-    Returns (b, n_h, s, h_d).
+    Scores are q·k/√h_d in the inputs' dtype; one softmax, in float32, over every piece's keys
+    (a key in two pieces is −∞ in all but one of them), written out piece by piece: each block
+    less the row maximum over all pieces, exponentiated in place, times the piece's values with a
+    column of ones beside them (so one product gives the weighted values and the row sums), the
+    sums divided once at the end (on (c, h_d) rows, not on (c, keys) probabilities). Grouped-query
+    heads share K and V without copies. Returns (b, n_h, s, h_d).
     """
     b, n_h, s, h_d = views[0][0].shape
     n_kv = v.shape[1]
     rep = n_h // n_kv
+    v1 = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)  # (b, n_kv, s, h_d + 1)
+    scaled = {id(qv): qv * h_d**-0.5 for qv, _ in views}  # each view's queries once
     out = []
     for start in range(0, s, chunk):
         stop = min(start + chunk, s)
@@ -104,8 +109,8 @@ def remapped_attention(
             if p.stop <= p.start:
                 continue
             qv, kv = views[p.view]
-            qb = (qv[:, :, start:stop] * h_d**-0.5).reshape(b, n_kv, rep * c, h_d)  # (b, n_kv, rep·c, h_d)
-            scores = qb @ kv[:, :, p.start : p.stop].transpose(-1, -2)  # (b, n_kv, rep·c, e)
+            qb = scaled[id(qv)][:, :, start:stop].reshape(b, n_kv, rep * c, h_d)  # (b, n_kv, rep·c, h_d)
+            scores = (qb @ kv[:, :, p.start : p.stop].transpose(-1, -2)).float()  # (b, n_kv, rep·c, e)
             j = torch.arange(p.start, p.stop, device=v.device)[None, :]  # (1, e)
             keep = None if p.rule is None else p.rule(i, j)
             if p.stop > start + 1:  # keys after some query of the block
@@ -114,13 +119,14 @@ def remapped_attention(
                 scores = scores.view(b, n_kv, rep, c, -1).masked_fill_(~keep, float("-inf")).view(b, n_kv, rep * c, -1)
             blocks.append(scores)
             spans.append((p.start, p.stop))
-        probs = torch.cat(blocks, dim=-1).float().softmax(dim=-1).to(v.dtype)  # (b, n_kv, rep·c, Σe)
-        y, offset = None, 0
-        for a, z in spans:
-            part = probs[..., offset : offset + z - a] @ v[:, :, a:z]  # (b, n_kv, rep·c, h_d)
-            y = part if y is None else y.add_(part)
-            offset += z - a
-        out.append(y.view(b, n_h, c, h_d))
+        # the row maximum, a constant that cancels in the softmax (so no gradient flows through it)
+        top = torch.stack([x.detach().amax(-1) for x in blocks]).amax(0)[..., None]  # (b, n_kv, rep·c, 1)
+        y = None
+        for x, (a, z) in zip(blocks, spans):
+            x = x.sub_(top).exp_()  # (b, n_kv, rep·c, e) unnormalised probabilities
+            part = x.to(v.dtype) @ v1[:, :, a:z]  # (b, n_kv, rep·c, h_d + 1): weighted values, row sum
+            y = part.float() if y is None else y.add_(part)
+        out.append((y[..., :h_d] / y[..., h_d:]).to(v.dtype).view(b, n_h, c, h_d))
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 
