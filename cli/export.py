@@ -16,7 +16,8 @@ def export(
     model: Annotated[
         str,
         typer.Option(
-            help="The real model: a Hugging Face folder (a fine-tuned copy posenc saved too), a .gguf file or a hub id."
+            help="The real model: a Hugging Face folder, a .gguf file, a hub id, or the run folder of "
+            "`posenc extrapolate --model ... --finetune-steps N` (its fine-tuned copy)."
         ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="The folder to write (absent or empty).")],
@@ -37,6 +38,9 @@ def export(
     dtype: Annotated[
         str | None, typer.Option(help="float32, bfloat16 or float16 weights. Default: the checkpoint's own.")
     ] = None,
+    finetuned: Annotated[
+        str | None, typer.Option(help="With a run folder holding several fine-tuned copies: which (e.g. yarn+ft100).")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Replace --out when it exists and is not empty.")] = False,
     config_dir: ConfigDir = None,
 ) -> None:
@@ -44,6 +48,8 @@ def export(
     print the llama.cpp flags that give the same RoPE.
 
     Example: posenc export --model SmolLM2.gguf --scale yarn --factor 4 --out smollm2-yarn4
+
+    A fine-tuned copy already carries its scaling: posenc export --model RUN_FOLDER --out tuned
     """
     del config_dir  # its callback put the user's config folder on the search path
     with user_errors():
@@ -57,13 +63,36 @@ def export(
                 f"--scale '{scale}' does not rescale a real model's RoPE; valid: {', '.join(rope_scale_names())}"
             )
         weights = pretrained.check_dtype(dtype) if dtype is not None else None
-        source = pretrained.resolve_source(model)
+        source = pretrained.resolve_source(finetuned_copy(model, finetuned))
         config = pretrained.read_config(source)
         built = build_scale(scale, pretrained.original_context(config), factor)
         plan = library.plan_export(source, config, built, scale, out, factor, force, scaled_layers)
         folder = library.write_export(plan, weights)
-    rope = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in plan.rope.items())
+    first = {"rope_type": None, "rope_theta": None}  # then the scaling's parameters
+    rope = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in {**first, **plan.rope}.items())
     console.print(
         f"exported: {folder} (config.json: {rope}; context {plan.length} tokens)", highlight=False, soft_wrap=True
     )
     console.print(f"llama.cpp: {plan.llama_cpp.line()}", highlight=False, soft_wrap=True)
+
+
+def finetuned_copy(model: str, name: str | None) -> str:
+    """``--model`` itself, or, for a run folder of a real model fine-tuned by ``posenc
+    extrapolate``, the folder of its fine-tuned copy ``name`` (the only one when not named)."""
+    from posenc.core.errors import UserError
+    from posenc.engine.results import RunDir
+
+    path = Path(model).expanduser()
+    if not (path / "summary.json").is_file() or (path / "config.json").is_file():
+        if name is not None:
+            raise UserError(f"--finetuned names a fine-tuned copy of a run folder; --model '{model}' is not one")
+        return model
+    copies = RunDir.open(path).read_summary().get("finetuned") or {}
+    if not copies:
+        raise UserError(f"--model '{model}' is a run folder without a fine-tuned copy (see --finetune-steps)")
+    if name is None and len(copies) > 1:
+        raise UserError(f"--model '{model}' holds fine-tuned copies {', '.join(copies)}; name one with --finetuned")
+    name = name or next(iter(copies))
+    if name not in copies:
+        raise UserError(f"--finetuned '{name}' is not in --model '{model}'; valid: {', '.join(copies)}")
+    return copies[name]

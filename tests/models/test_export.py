@@ -303,3 +303,35 @@ def test_cli_mistakes_are_one_line_and_write_nothing(cli, real_models, tmp_path,
     assert not (tmp_path / "new").exists() and [p.name for p in busy.iterdir()] == ["keep.txt"]
     code, out, err = cli("export", "--model", model, "--scale", "pi", "--factor", "2", "--out", busy, "--force")
     assert code == 0 and not (busy / "keep.txt").exists() and (busy / "config.json").is_file()
+
+
+def test_cli_exports_the_fine_tuned_copy_of_a_run(cli, real_models, tmp_path):
+    """The run folder of ``posenc extrapolate --finetune-steps``: its copy exported as it is (PI x5
+    in config.json), with the llama.cpp flags of that scaling; a wrong name or a run without copies
+    is one line."""
+    common = ("--lengths", "16,80", "--device", "cpu", "--results-dir")
+    code, _, err = cli("extrapolate", "--model", real_models["gguf"], "--scale", "pi", "--finetune-steps", "2",
+                       *common, tmp_path / "ft")  # fmt: skip
+    assert code == 0, err
+    [run] = list((tmp_path / "ft" / "runs").iterdir())
+    code, out, err = cli("export", "--model", run, "--out", tmp_path / "tuned")
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "rope_type=linear rope_theta=10000 factor=1.25; context 80 tokens" in flat
+    assert "llama.cpp: --rope-scaling linear --rope-scale 1.25 --ctx-size 80" in flat
+    [copy] = list((tmp_path / "ft" / "cache" / "real").glob("*/finetuned/pi+ft2"))
+    idx = torch.randint(0, 384, (1, 80), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        exported, tuned = (
+            AutoModelForCausalLM.from_pretrained(f).eval()(idx).logits for f in (tmp_path / "tuned", copy)
+        )
+    assert torch.equal(exported, tuned)
+    code, _, err = cli("export", "--model", run, "--finetuned", "yarn+ft2", "--out", tmp_path / "x")
+    assert code == 2 and "--finetuned 'yarn+ft2' is not in --model" in err and "valid: pi+ft2" in err
+    code, _, err = cli("extrapolate", "--model", real_models["gguf"], "--lengths", "16", *common, tmp_path / "plain")
+    [plain] = list((tmp_path / "plain" / "runs").iterdir())
+    code, _, err = cli("export", "--model", plain, "--out", tmp_path / "x")
+    assert code == 2 and "is a run folder without a fine-tuned copy" in err
+    code, _, err = cli("export", "--model", real_models["tied"], "--finetuned", "pi+ft2", "--out", tmp_path / "x")
+    assert code == 2 and "--finetuned names a fine-tuned copy of a run folder" in err
+    assert not (tmp_path / "x").exists()
