@@ -9,7 +9,6 @@ import typer
 
 from posenc.cli.common import ConfigDir, console, user_errors
 from posenc.cli.completion import options_of
-from posenc.cli.real import Factor
 
 
 def export(
@@ -28,7 +27,10 @@ def export(
             autocompletion=options_of("scale"),
         ),
     ] = "none",
-    factor: Factor = None,
+    factor: Annotated[
+        float | None,
+        typer.Option(help="Scaling factor: the context becomes factor x the original (pi, ntk, yarn, ...)."),
+    ] = None,
     scaled_layers: Annotated[
         str | None,
         typer.Option(
