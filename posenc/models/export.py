@@ -179,7 +179,7 @@ def plan_export(
     scaled_layers: str | None = None,
 ) -> ExportPlan:
     """Every check that can fail on user input, before any weight is read or file written:
-    ``folder`` free (absent or empty; ``force``: replaced), ``factor`` given where the scale
+    ``folder`` free (absent or empty; ``force``: replaced; never the model's own), ``factor`` given where the scale
     ``name`` takes one (and only there), the layer type a scale acts on, the scale on the model's
     RoPE (LongRoPE's factor count) and on its shipped rescaling (a config transformers reads:
     ``llama_config_for``). The exported context is the factor times the original context (the
@@ -187,6 +187,9 @@ def plan_export(
     folder = Path(folder).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--out '{folder}' is a file; give a folder to write the checkpoint into")
+    model = Path(source.path).resolve() if source.kind != "hub" else None
+    if model is not None and (model == folder.resolve() or folder.resolve() in model.parents):
+        raise ConfigError(f"--out '{folder}' holds the model being exported; give another folder")
     if folder.is_dir() and any(folder.iterdir()) and not force:
         raise ConfigError(f"--out '{folder}' exists and is not empty; give a new folder, or --force to replace it")
     own = getattr(scale, "factor", None)

@@ -295,6 +295,8 @@ def test_cli_mistakes_are_one_line_and_write_nothing(cli, real_models, tmp_path,
         (["--model", model, "--scale", "pi", "--factor", "2", "--scaled-layers", "x"], "one RoPE for every layer"),
         (["--model", str(tmp_path / "none.gguf")], "does not exist"),
         (["--model", linear, "--scale", "yarn", "--factor", "2"], "on top of the shipped rope_type 'linear'"),
+        (["--model", linear, "--out", linear, "--force"], "holds the model being exported"),
+        (["--model", real_models["gguf"], "--out", real_models["gguf"].parent.parent, "--force"], "holds the model"),
     ):
         code, out, err = cli("export", *args, *([] if "--out" in args else ["--out", tmp_path / "new"]))
         assert code == 2, (args, err)
