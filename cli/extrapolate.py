@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -107,6 +108,14 @@ def extrapolate(
     seed: Seed = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue the interrupted run in this directory: its models from the cache, the cells it "
+            "scored from its cells.jsonl. Without other options it keeps the run's own config; with them, "
+            "they must give the same config."
+        ),
+    ] = None,
     config_dir: ConfigDir = None,
     windows: Windows = None,
     tail: Tail = None,
@@ -127,6 +136,13 @@ def extrapolate(
     """
     if is_real_model(model):
         with user_errors():
+            if resume is not None:
+                from posenc.core.errors import UserError
+
+                raise UserError(
+                    "--resume is for posenc's own models; run a real model's command again: "
+                    "it scores only the cells its store lacks"
+                )
             options = real_options(
                 ctx,
                 scale=scale,
@@ -148,22 +164,23 @@ def extrapolate(
         from posenc.engine.context import RunContext, main_table
         from posenc.engine.results import results_root
         from posenc.experiments.extrapolation.plan import plan
-        from posenc.experiments.extrapolation.protocol import Extrapolation
+        from posenc.experiments.extrapolation.protocol import Extrapolation, resumed
         from posenc.experiments.extrapolation.protocol import extrapolate as run_cells
 
-        root = results_root(results_dir)  # a bad root stops here, before any work
+        # a bad root stops here, before any work; a resumed run's models are in its own root's cache
+        root = results_root(results_dir if results_dir or resume is None else resume.absolute().parents[1])
 
         base = overrides_from(
             {"model": model, "task": task, "train.steps": steps, "seed": seed, "remap": remap}, overrides
         )
-        cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
+        if resume is not None and not base and not given(ctx, ("pe", "scale", "lengths", "finetune_steps")):
+            cfgs, settings = resumed(resume)  # the run's own cells and settings
+        else:
+            cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
+            settings = {"lengths": _lengths(lengths), "finetune_steps": finetune_steps}
         with EventBar(quiet) as bar:
-            result = run_cells(
-                cfgs,
-                RunContext(root, on_event=bar, overrides=base, config=cfgs[0]),
-                lengths=_lengths(lengths),
-                finetune_steps=finetune_steps,
-            )
+            context = RunContext(root, resume=resume, on_event=bar, overrides=base, config=cfgs[0])
+            result = run_cells(cfgs, context, **settings)
     title = f"extrapolation: {cfgs[0].choices.task}, trained at {cfgs[0].train.seq_len} tokens"
     spec = main_table(Extrapolation)
     print_table(title, result.table, [*spec.keys, *spec.pairs], train_len=cfgs[0].train.seq_len)

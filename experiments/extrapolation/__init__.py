@@ -8,6 +8,8 @@ The files, in the order a run uses them:
 * ``scoring``: one rescaled model scored at one length, per-position buckets, fine-tuning at a
   length (the PI / YaRN protocol);
 * ``protocol``: a cell, checks before any work, the run of several cells in one folder
-  (``extrapolate``, what ``posenc extrapolate`` calls) and the sweep protocol ``Extrapolation``;
+  (``extrapolate``, what ``posenc extrapolate`` calls; each length of each cell appended to the
+  folder's ``cells.jsonl`` once scored, so that ``--resume`` and a requeued sweep job score only
+  the rest) and the sweep protocol ``Extrapolation``;
 * ``plots``: ``length.png``, ``per_position.png``, ``depth.png``.
 """

@@ -16,20 +16,24 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 from omegaconf import DictConfig, OmegaConf
 
-from posenc.core.errors import ConfigError
+from posenc.core.errors import ConfigError, Interrupted, UserError
 from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings, instantiate
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
-from posenc.engine.results import config_hash
+from posenc.engine.results import RunDir, append_jsonl, config_hash, read_jsonl
+from posenc.engine.signals import deferred_stop_signals
 from posenc.engine.training import TrainConfig, under_target
 from posenc.experiments.cache import TRAINED_AT, Trained, trained, training_config
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
@@ -200,6 +204,11 @@ def extrapolate(
     target_step). A model comes from the cache folder (``cache_dir``, default
     ``<results root>/cache``) when trained there before.
 
+    Each length of each cell is appended to the run's ``cells.jsonl`` once scored
+    (``ScoredCells``); a run resumed (``ctx.resume``: ``posenc extrapolate --resume``, a requeued
+    sweep job) scores only the lengths missing there, and its tables equal an uninterrupted run's.
+    A stop signal (Ctrl-C, a scheduler's SIGTERM) waits for the end of the length in progress.
+
     With ``finetune_at`` (a fixed target length: ``extrapolation.factor`` × L), each scaled model
     is fine-tuned once there and that model is scored at every length, as PI and YaRN fine-tune
     at their target; without it, each length gets its own fine-tune.
@@ -226,87 +235,48 @@ def extrapolate(
     cache = ctx.cache_dir(cells[0].setup.config)
     with ctx.running(run_name(cells), config) as run:
         started = time.perf_counter()
-        rows, positions, depth_rows, notes = [], [], [], []
+        store = ScoredCells(run.path)
+        out = Rows()
         models: dict[str, Trained] = {}
-        for cell in cells:
-            if cell.key not in models:
-                models[cell.key] = trained(cell.setup, cache, ctx.stage)
+        try:
+            for cell in cells:
+                if cell.key not in models:
+                    models[cell.key] = trained(cell.setup, cache, ctx.stage)
+        except Interrupted as e:  # the cache dropped the unfinished training: the run folder resumes
+            kept = f"{len(store.done)} scored cells" if store.done else "the run's config"
+            kept = f"the unfinished training was discarded, {kept} kept"
+            raise Interrupted(e.signum, None, run.path, kept=kept) from None
         chosen, recipe_rows = choose_recipes(cells, models, ctx.device)
         for cell in chosen:
             line = under_target(f"{cell.pe} (seed {cell.setup.seed})", models[cell.key].record)
-            if line and line not in notes:
+            if line and line not in out.notes:
                 ctx.emit("message", line, warning=True)
-                notes.append(line)
+                out.notes.append(line)
         picked = {id(c) for c in chosen}
-        for cell, device in zip(cells, devices):
-            if id(cell) not in picked:
-                continue
-            model_of = models[cell.key]
-            trained_at = {k: model_of.record[k] for k in TRAINED_AT}
-            for ft in [0, finetune_steps] if finetune_steps else [0]:
-                values, items = {m: {} for m in metrics}, []
-                head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "seed": cell.setup.seed}
-                head |= {"recipe": cell.recipe} if recipes else {}
-                tuned = None  # the model fine-tuned once at finetune_at, scored at every length
-                if ft and finetune_at:
-                    head["finetune_length"] = finetune_at
-                    tuned = copy.deepcopy(model_of.model)
-                    cell.scale.apply(tuned.pe, finetune_at)
-                    tuned.set_remap(cell.setup.remap)
-                    log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {finetune_at}", ft)
-                    finetune(tuned, cell.setup, finetune_at, ft, log)
-                for length in lengths:
-                    model = copy.deepcopy(model_of.model if tuned is None else tuned)
-                    cell.scale.apply(model.pe, length)
-                    model.set_remap(cell.setup.remap)  # a position remap on top of the scale
-                    try:
-                        if ft and tuned is None:
-                            log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", ft)
-                            finetune(model, cell.setup, length, ft, log)
-                        scores = score(model.to(device), task, length, cell.setup, device)
-                    except PositionOutOfRange as e:
-                        notes.append(f"{cell.pe}/{cell.scale_name} at {length}: {e}")
-                        for m in metrics:
-                            values[m][str(length)] = float("nan")
-                        continue
-                    for m in metrics:
-                        values[m][str(length)] = scores[m]
-                    items.append(scores["items"])
-                    for a, b, loss in buckets(scores["loss_sum"], scores["count"], n_buckets):
-                        positions.append(
-                            {**head, "length": length, "start": a, "end": b, "loss": loss, "bits": loss / math.log(2)}
-                        )
-                    for depth, got in scores["groups"].items():
-                        for m in ("exact_match", "accuracy"):
-                            depth_rows.append(
-                                {
-                                    **head,
-                                    "metric": m,
-                                    "length": length,
-                                    "depth": depth,
-                                    "value": got[m],
-                                    "items": got["items"],
-                                }
-                            )
-                n = min(items, default=0)
-                for m in metrics:
-                    rows.append(
-                        {
-                            **head,
-                            "metric": m,
-                            **values[m],
-                            "split": "test",
-                            "items": n,
-                            "chance": chance.get(m),
-                            **trained_at,
-                            "params": sum(p.numel() for p in model_of.model.parameters()),  # for scale trends
-                        }
-                    )
-        tables = {"table": pd.DataFrame(rows), "per_position": pd.DataFrame(positions)}
+        runs = [
+            (cell, device, ft)
+            for cell, device in zip(cells, devices)
+            if id(cell) in picked
+            for ft in ([0, finetune_steps] if finetune_steps else [0])
+        ]
+        heads = [head_of(cell, ft, recipes, finetune_at) for cell, _, ft in runs]
+        planned = [cell_key(head, n) for head in heads for n in lengths]
+        reused = sum(k in store.done for k in planned)
+        if reused:
+            ctx.emit("message", f"resuming: {reused} of {len(planned)} cells already scored")
+        try:
+            for (cell, device, ft), head in zip(runs, heads):
+                model_of = models[cell.key]
+                records = scored_lengths(cell, ft, head, lengths, model_of.model, store, ctx, run, device, n_buckets)
+                out.add(head, lengths, records, metrics, chance, model_of)
+        except Interrupted as e:  # between two cells: the scored ones are in cells.jsonl
+            kept = f"{sum(k in store.done for k in planned)} of {len(planned)} cells scored and kept"
+            raise Interrupted(e.signum, None, run.path, kept=kept) from None
+        tables = {"table": pd.DataFrame(out.table), "per_position": pd.DataFrame(out.per_position)}
         if recipe_rows:
             tables["recipes"] = pd.DataFrame(recipe_rows)
-        if depth_rows:
-            long = pd.DataFrame(depth_rows)
+        if out.depth:
+            long = pd.DataFrame(out.depth)
             index = [
                 "pe",
                 "scale",
@@ -334,7 +304,8 @@ def extrapolate(
         run.update_summary(
             device=", ".join(dict.fromkeys(map(str, devices))),
             seconds=time.perf_counter() - started,
-            notes=notes,
+            notes=out.notes,
+            cells={"scored": len(planned) - reused, "reused": reused},
             models=[
                 {
                     "pe": c.pe,
@@ -347,6 +318,188 @@ def extrapolate(
             ],
         )
         return ctx.write(run, TABLES, tables)
+
+
+@dataclasses.dataclass
+class Rows:
+    """The rows of ``table``, ``per_position`` and ``depth``, and the run's notes, added cell by cell."""
+
+    table: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    per_position: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    depth: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def add(
+        self,
+        head: Mapping[str, Any],
+        lengths: Sequence[int],
+        records: Sequence[Mapping[str, Any]],
+        metrics: Sequence[str],
+        chance: Mapping[str, Any],
+        trained: Trained,
+    ) -> None:
+        """One cell and fine-tune (``head``): its record at each length (``measure``), its model."""
+        values, items = {m: {} for m in metrics}, []
+        for length, record in zip(lengths, records):
+            if "note" in record:  # the scheme cannot represent this length
+                self.notes.append(record["note"])
+                for m in metrics:
+                    values[m][str(length)] = float("nan")
+                continue
+            for m in metrics:
+                values[m][str(length)] = record["scores"][m]
+            items.append(record["items"])
+            for a, b, loss in record["buckets"]:
+                self.per_position.append(
+                    {**head, "length": length, "start": a, "end": b, "loss": loss, "bits": loss / math.log(2)}
+                )
+            for depth, got in record["groups"]:
+                for m in ("exact_match", "accuracy"):
+                    self.depth.append(
+                        {**head, "metric": m, "length": length, "depth": depth, "value": got[m], "items": got["items"]}
+                    )
+        n = min(items, default=0)
+        trained_at = {k: trained.record[k] for k in TRAINED_AT}
+        params = sum(p.numel() for p in trained.model.parameters())  # for scale trends
+        for m in metrics:
+            self.table.append(
+                {
+                    **head,
+                    "metric": m,
+                    **values[m],
+                    "split": "test",
+                    "items": n,
+                    "chance": chance.get(m),
+                    **trained_at,
+                    "params": params,
+                }
+            )
+
+
+CELLS_FILE = "cells.jsonl"
+
+
+class ScoredCells:
+    """The cells (scheme × scale × fine-tune × length) a run has scored: one JSON line each in
+    its folder's ``cells.jsonl``, appended as each is scored, so that a resumed run scores only
+    the others and an interruption loses at most the cell in progress (a line it tore is skipped
+    on read, and that cell scored again)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / CELLS_FILE
+        self.done = {r["key"]: r for r in read_jsonl(self.path)}
+
+    def add(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Append ``record`` (with its ``key``); kept as read back, so a fresh and a resumed run
+        build their tables from the same values."""
+        record = json.loads(json.dumps(record))
+        append_jsonl(self.path, record)
+        self.done[record["key"]] = record
+        return record
+
+
+def head_of(cell: Cell, ft: int, recipes: Sequence[str] | None, finetune_at: int | None) -> dict[str, Any]:
+    """The columns that name one cell and fine-tune in every table."""
+    head = {"pe": cell.pe, "scale": cell.scale_name, "finetune_steps": ft, "seed": cell.setup.seed}
+    head |= {"recipe": cell.recipe} if recipes else {}
+    head |= {"finetune_length": finetune_at} if ft and finetune_at else {}
+    return head
+
+
+def cell_key(head: Mapping[str, Any], length: int) -> str:
+    """``cells.jsonl``'s name for one length of one cell."""
+    return json.dumps({**head, "length": length}, sort_keys=True)
+
+
+def scored_lengths(
+    cell: Cell,
+    ft: int,
+    head: Mapping[str, Any],
+    lengths: Sequence[int],
+    base: torch.nn.Module,
+    store: ScoredCells,
+    ctx: RunContext,
+    run: RunDir,
+    device: torch.device,
+    n_buckets: int,
+) -> list[dict[str, Any]]:
+    """The record of every length of one cell and fine-tune: read back from ``store`` when
+    scored before, else scored now and appended. With a ``finetune_length`` in ``head``, ``base``
+    is fine-tuned there once (when some length is left to score) and scored at every length; else
+    each length gets its own fine-tune of ``ft`` steps. Stop signals wait for the end of each."""
+    tuned = None
+    for length in lengths:
+        key = cell_key(head, length)
+        if key in store.done:
+            continue
+        at = head.get("finetune_length")
+        if at is not None and tuned is None:
+            tuned = between_cells(lambda: tuned_model(base, cell, at, ft, ctx), run)
+        model, per_length = (base, ft) if tuned is None else (tuned, 0)
+        between_cells(
+            lambda: store.add({"key": key, **measure(model, cell, length, per_length, ctx, device, n_buckets)}), run
+        )
+    return [store.done[cell_key(head, length)] for length in lengths]
+
+
+def between_cells(work: Callable[[], Any], run: RunDir) -> Any:
+    """``work()`` with stop signals held until it returns, then delivered (``Interrupted``): a
+    run stops between two cells, never inside one."""
+    with deferred_stop_signals(run.path) as stop:
+        out = work()
+        if stop():
+            stop.deliver(0)
+    return out
+
+
+def tuned_model(base: torch.nn.Module, cell: Cell, length: int, steps: int, ctx: RunContext) -> torch.nn.Module:
+    """A copy of ``base`` rescaled to ``length`` and fine-tuned there ``steps`` steps."""
+    tuned = copy.deepcopy(base)
+    cell.scale.apply(tuned.pe, length)
+    tuned.set_remap(cell.setup.remap)
+    finetune(tuned, cell.setup, length, steps, ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", steps))
+    return tuned
+
+
+def measure(
+    base: torch.nn.Module,
+    cell: Cell,
+    length: int,
+    finetune_steps: int,
+    ctx: RunContext,
+    device: torch.device,
+    n_buckets: int,
+) -> dict[str, Any]:
+    """One length of one cell as a record: a copy of ``base`` rescaled to ``length`` (and
+    fine-tuned there ``finetune_steps`` steps first), scored: its scores, the sequences scored,
+    the loss by position bucket and the scores by depth; or, where the scheme cannot represent
+    the length, a ``note`` saying so."""
+    model = copy.deepcopy(base)
+    cell.scale.apply(model.pe, length)
+    model.set_remap(cell.setup.remap)  # a position remap on top of the scale
+    try:
+        if finetune_steps:
+            log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", finetune_steps)
+            finetune(model, cell.setup, length, finetune_steps, log)
+        scores = score(model.to(device), cell.setup.task, length, cell.setup, device)
+    except PositionOutOfRange as e:
+        return {"note": f"{cell.pe}/{cell.scale_name} at {length}: {e}"}
+    return {
+        "scores": {m: scores[m] for m in ("loss", "bpb", "ppl", "accuracy", "exact_match")},
+        "items": scores["items"],
+        "buckets": buckets(scores["loss_sum"], scores["count"], n_buckets),
+        "groups": list(scores["groups"].items()),  # (depth, its scores) pairs
+    }
+
+
+def resumed(path: Path) -> tuple[list[DictConfig], dict[str, Any]]:
+    """The cells and the settings (``extrapolate``'s keywords) of the extrapolation run in
+    ``path``: what ``posenc extrapolate --resume RUN`` scores when given no other option."""
+    saved = RunDir.open(path).read_config()
+    if not isinstance(saved, dict) or "cells" not in saved:
+        raise UserError(f"'{path}' is not an extrapolation run (its config.yaml lists no cells)")
+    settings = {k: saved[k] for k in ("lengths", "finetune_steps", "n_buckets", "finetune_at")}
+    return [OmegaConf.create(c) for c in saved["cells"]], settings
 
 
 def choose_recipes(

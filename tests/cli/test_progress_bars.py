@@ -93,12 +93,13 @@ def stop_at_step(monkeypatch, step: int) -> None:
 TINY = ["experiment=smoke", "train.steps=6", "train.seq_len=16", "eval.max_windows=4", "-q"]
 
 
-def test_an_interrupted_cached_training_names_no_folder_to_resume(cli, tmp_path, monkeypatch):
+def test_an_interrupted_cached_training_names_the_run_folder_to_resume(cli, tmp_path, monkeypatch):
     stop_at_step(monkeypatch, 2)
     code, _, err = cli("extrapolate", "--pe", "rope", "--lengths", "16,32", "--results-dir", tmp_path, *TINY)
     assert code == 130, err  # 128 + SIGINT
-    assert "stopped by SIGINT: the unfinished training was discarded, nothing to resume" in err
-    assert "--resume" not in err
+    [run] = (tmp_path / "runs").iterdir()  # the extrapolation's folder, which --resume continues
+    discarded = "stopped by SIGINT: the unfinished training was discarded, the run's config kept"
+    assert f"{discarded} in {run}; resume with --resume {run}" in " ".join(err.split())
     assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]  # the partial folder is gone
 
 
