@@ -244,24 +244,36 @@ def save_hf_model(model: Any, config: Any, tokenizer: Any, folder: Path) -> Path
 
 def write_checkpoint(weights: Callable[[Path], None], config: Any, tokenizer: Any, folder: Path) -> Path:
     """A Hugging Face checkpoint folder: ``weights(partial)`` writes the tensors, ``config`` goes to
-    config.json, with ``rope_scaling`` and ``rope_theta``
-    written too where every layer shares one RoPE (transformers 4 reads those), then the tokenizer
-    files. Written beside ``folder``, then renamed into place."""
+    config.json (``legacy_rope_keys``), then the tokenizer files. Written beside ``folder``, then
+    renamed into place."""
     folder = Path(folder)
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     weights(partial)
     config.save_pretrained(partial)
-    if not rope_layer_types(config):
-        params = rope_parameters(config)
-        data = json.loads((partial / "config.json").read_text())
-        data["rope_theta"] = params["rope_theta"]
-        data["rope_scaling"] = (
-            None if params["rope_type"] == "default" else {k: v for k, v in params.items() if k != "rope_theta"}
-        )
-        (partial / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    legacy_rope_keys(config, partial / "config.json")
     tokenizer.save_pretrained(partial)
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
     return folder
+
+
+def legacy_rope_keys(config: Any, path: Path) -> None:
+    """Add transformers 4's ``rope_theta`` and ``rope_scaling`` to the config.json at ``path``,
+    where every layer shares one RoPE and transformers reads the file back to the same
+    ``rope_parameters``. Not every family kept those names (GPT-NeoX's θ was ``rotary_emb_base``:
+    given ``rope_scaling``, transformers 5 rebuilds its RoPE from the old keys, θ 10,000 whatever
+    ``rope_parameters`` says), so a file it reads otherwise stays without them."""
+    if rope_layer_types(config):
+        return
+    plain = path.read_text()
+    params = rope_parameters(config)
+    data = json.loads(plain)
+    data["rope_theta"] = params["rope_theta"]
+    data["rope_scaling"] = (
+        None if params["rope_type"] == "default" else {k: v for k, v in params.items() if k != "rope_theta"}
+    )
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    if rope_parameters(type(config).from_pretrained(path.parent)) != rope_parameters(config):
+        path.write_text(plain)

@@ -337,3 +337,36 @@ def test_cli_exports_the_fine_tuned_copy_of_a_run(cli, real_models, tmp_path):
     code, _, err = cli("export", "--model", real_models["tied"], "--finetuned", "pi+ft2", "--out", tmp_path / "x")
     assert code == 2 and "--finetuned names a fine-tuned copy of a run folder" in err
     assert not (tmp_path / "x").exists()
+
+
+def every_family():
+    from test_families import FAMILY_CONFIGS
+
+    return list(FAMILY_CONFIGS)
+
+
+@pytest.mark.parametrize("family", every_family())
+def test_every_family_exports_with_posencs_logits(tmp_path, tokenizer, family):
+    """One scaling per family (Phi-3's config takes LongRoPE only): the export loads with posenc's logits."""
+    from test_families import ORIGINAL as PHI3_ORIGINAL
+
+    scale = SCALES["yarn"]
+    if family == "phi3":
+        half = HEAD_DIM // 2
+        scale = LongRoPE(
+            original_length=PHI3_ORIGINAL,
+            max_position=4 * PHI3_ORIGINAL,
+            short_factor=[1.0 + 0.1 * i for i in range(half)],
+            long_factor=[1.0 + 0.5 * i for i in range(half)],
+        )
+    source = pretrained.resolve_source(str(saved(tiny_family(family), tokenizer, tmp_path / "src")))
+    plan = plan_export(source, pretrained.read_config(source), scale, "x", tmp_path / "out")
+    folder = write_export(plan)
+    # transformers 4's rope_scaling too, unless transformers reads it otherwise (GPT-NeoX: it would
+    # rebuild θ from the old rotary_emb_base) or the layer types have their own RoPE (Gemma 3)
+    written = json.loads((folder / "config.json").read_text())
+    assert ("rope_scaling" in written) == (family not in ("gpt_neox", "gemma3_text"))
+    back = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    idx = torch.randint(0, back.config.vocab_size, (2, LENGTH), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        assert_close(back(idx).logits, posenc_logits(source, scale, idx), rtol=1e-4, atol=1e-5)
