@@ -17,7 +17,7 @@ from posenc.core.errors import ConfigError  # noqa: E402
 from posenc.models import pretrained  # noqa: E402
 from posenc.models.export import llama_cpp_flags, plan_export, write_export  # noqa: E402
 from posenc.models.hf import from_hf_llama, llama_config_for, save_hf_llama  # noqa: E402
-from posenc.pe.scaling import NTK, PI, DynamicNTK, Llama3, LongRoPE, NoScale, YaRN  # noqa: E402
+from posenc.pe.scaling import NTK, PI, DynamicNTK, Llama3, LongRoPE, NoScale, Proportional, YaRN  # noqa: E402
 
 ORIGINAL, LENGTH, HEAD_DIM = 16, 48, 16  # evaluated at 3x the tiny models' original context
 SCALES = {
@@ -33,6 +33,7 @@ SCALES = {
         short_factor=[1.0 + 0.1 * i for i in range(HEAD_DIM // 2)],
         long_factor=[1.0 + 0.5 * i for i in range(HEAD_DIM // 2)],
     ),
+    "proportional": Proportional(factor=2.0, original_length=ORIGINAL, partial_rotary_factor=0.75),
 }
 
 
@@ -192,6 +193,11 @@ def test_what_llama_cpp_cannot_express_is_a_reason():
         (Llama3(factor=8.0, original_length=8192), "rope_freqs tensor"),
         (YaRN(factor=4.0, original_length=8192, attention_factor=1.5), r"0.1 ln s \+ 1 = 1.13863"),
         (YaRN(factor=4.0, original_length=8192, truncate=False), "whole dimensions"),
+        (SCALES["longrope"], "rope_factors_long/short"),
+        (
+            Proportional(factor=1.0, original_length=8192, partial_rotary_factor=0.5),
+            "no flag for rope_type 'proportional'",
+        ),
     ):
         flags = flags_for(config, scale, 32768)
         assert flags.flags == () and flags.line().startswith("not expressible: ")
