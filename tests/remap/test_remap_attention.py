@@ -39,11 +39,12 @@ def qkv(n_h: int = 4, n_kv: int = 2, h_d: int = 16, b: int = 2):
 
 
 @pytest.mark.parametrize("name", REMAPS)
-@pytest.mark.parametrize("chunk", [1, 4, 5, 7, S])
-def test_chunked_equals_reference(name, chunk):
+@pytest.mark.parametrize("chunk,tile", [(1, None), (4, 3), (5, 1), (7, 4), (S, 6), (S, None)])
+def test_chunked_equals_reference(name, chunk, tile):
+    """Blocks of ``chunk`` queries against tiles of ``tile`` keys (None: one tile a piece here)."""
     remap, pe = REMAPS[name], RoPE(16)
     q, k, v = qkv()
-    got = remap.prepare(pe, torch.arange(S), q.dtype, chunk).attend(q, k, v)
+    got = remap.prepare(pe, torch.arange(S), q.dtype, chunk, tile).attend(q, k, v)
     torch.testing.assert_close(got, reference_attention(remap, pe, q, k, v), atol=1e-5, rtol=1e-5)
 
 
@@ -131,7 +132,7 @@ def test_gradients_equal_the_construction(name):
     remap, pe = REMAPS[name], RoPE(16)
     grads = []
     for attend in (
-        lambda q, k, v: remap.prepare(pe, torch.arange(S), q.dtype, 5).attend(q, k, v),
+        lambda q, k, v: remap.prepare(pe, torch.arange(S), q.dtype, 5, 3).attend(q, k, v),
         lambda q, k, v: reference_attention(remap, pe, q, k, v),
     ):
         q, k, v = (t.clone().requires_grad_() for t in qkv())

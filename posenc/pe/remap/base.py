@@ -39,6 +39,10 @@ from posenc.pe.rope import RoPE, apply_rope
 # Score entries of one block of queries against the keys they see (32 MiB in float32): the chunk
 # of queries is chosen so that a block holds at most this many
 REMAP_BLOCK_ELEMENTS = 1 << 23
+CHUNK = 256  # queries per block at most
+# Scores of one tile of keys (2 MiB in float32, a CPU's L2 or L3), at least MIN_TILE keys a tile
+REMAP_TILE_ELEMENTS = 1 << 19
+MIN_TILE = 64
 
 # (c, 1) query indices, (1, e) key indices -> (c, e) bool: the pairs a piece scores
 Rule = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -59,15 +63,18 @@ def band_pieces(start: int, stop: int, window: int, far_keys: int | None = None)
     """Queries ``start``..``stop`` − 1 with the keys of distance i − j < ``window`` in view 0 and
     the farther ones in view 1 (keys j < ``far_keys`` only, when given: attention sinks).
 
-    The far keys j ≤ i − window of the block run to ``stop`` − ``window``; those before
-    ``start`` − ``window`` + 1 are far for every query of the block and need no mask.
+    The near keys run from ``start`` − ``window`` + 1, the first ``stop`` − ``start`` of them too
+    far for some query of the block (masked), the rest near for all (only the causal mask); the far
+    keys j ≤ i − window run to ``stop`` − ``window``, those before ``start`` − ``window`` + 1 far for
+    every query of the block (no mask at all).
     """
     near_from = max(0, start - window + 1)
+    edge = min(stop, max(near_from, start - window + stop - start))  # the near keys some query sees as far
     far_to = max(0, stop - window)
     if far_keys is not None:
         far_to = min(far_to, far_keys)
     free = min(near_from, far_to)
-    pieces = [Piece(0, near_from, stop, lambda i, j: i - j < window)]
+    pieces = [Piece(0, near_from, edge, lambda i, j: i - j < window), Piece(0, edge, stop)]
     if free > 0:
         pieces.append(Piece(1, 0, free))
     if far_to > free:
@@ -82,57 +89,63 @@ def remapped_attention(
     views: Sequence[tuple[torch.Tensor, torch.Tensor]],
     pieces: Callable[[int, int], Sequence[Piece]],
     chunk: int,
+    tile: int | None = None,
 ) -> torch.Tensor:
-    """Causal attention over remapped positions, ``chunk`` queries at a time.
+    """Causal attention over remapped positions, ``chunk`` queries at a time, ``tile`` keys of a
+    piece at a time (default: ``REMAP_TILE_ELEMENTS`` scores a tile, at least ``MIN_TILE`` keys).
 
     v is (b, n_kv, s, h_d); ``views`` holds each view's rotated (b, n_h, s, h_d) queries and
     (b, n_kv, s, h_d) keys; ``pieces(start, stop)`` the pieces of the queries start..stop − 1.
-    Scores are q·k/√h_d in the inputs' dtype; one softmax, in float32, over every piece's keys
-    (a key in two pieces is −∞ in all but one of them), written out piece by piece: each block
-    less the row maximum over all pieces, exponentiated in place, times the piece's values with a
-    column of ones beside them (so one product gives the weighted values and the row sums), the
-    sums divided once at the end (on (c, h_d) rows, not on (c, keys) probabilities). Grouped-query
-    heads share K and V without copies. Returns (b, n_h, s, h_d).
+    Scores are q·k/√h_d in the inputs' dtype; one softmax, in float32, over every piece's keys (a
+    key in two pieces is −∞ in all but one of them), computed online as flash attention does: each
+    tile less the running row maximum, exponentiated in place, its row sums and its product with
+    the tile's values added up, both rescaled when the maximum grows, divided once at the end. A
+    tile stays in the CPU's cache, where a (chunk, s) block would be read from memory by each of
+    those steps. Grouped-query heads share K and V without copies. Returns (b, n_h, s, h_d).
     """
     b, n_h, s, h_d = views[0][0].shape
     n_kv = v.shape[1]
     rep = n_h // n_kv
-    v1 = torch.cat((v, torch.ones_like(v[..., :1])), dim=-1)  # (b, n_kv, s, h_d + 1)
     scaled = {id(qv): qv * h_d**-0.5 for qv, _ in views}  # each view's queries once
     out = []
     for start in range(0, s, chunk):
         stop = min(start + chunk, s)
         c = stop - start
+        width = tile or max(MIN_TILE, REMAP_TILE_ELEMENTS // (b * n_h * c))
         i = torch.arange(start, stop, device=v.device)[:, None]  # (c, 1)
-        blocks, spans = [], []
+        shift = torch.zeros(b, n_kv, rep * c, 1, device=v.device)  # the running row maximum (0 while none)
+        acc = torch.zeros(b, n_kv, rep * c, h_d, device=v.device)  # Σ exp(score − shift)·v
+        total = torch.zeros(b, n_kv, rep * c, 1, device=v.device)  # Σ exp(score − shift)
         for p in pieces(start, stop):
-            if p.stop <= p.start:
-                continue
             qv, kv = views[p.view]
             qb = scaled[id(qv)][:, :, start:stop].reshape(b, n_kv, rep * c, h_d)  # (b, n_kv, rep·c, h_d)
-            scores = (qb @ kv[:, :, p.start : p.stop].transpose(-1, -2)).float()  # (b, n_kv, rep·c, e)
-            j = torch.arange(p.start, p.stop, device=v.device)[None, :]  # (1, e)
-            keep = None if p.rule is None else p.rule(i, j)
-            if p.stop > start + 1:  # keys after some query of the block
-                keep = (j <= i) if keep is None else keep & (j <= i)
-            if keep is not None:
-                scores = scores.view(b, n_kv, rep, c, -1).masked_fill_(~keep, float("-inf")).view(b, n_kv, rep * c, -1)
-            blocks.append(scores)
-            spans.append((p.start, p.stop))
-        # the row maximum, a constant that cancels in the softmax (so no gradient flows through it)
-        top = torch.stack([x.detach().amax(-1) for x in blocks]).amax(0)[..., None]  # (b, n_kv, rep·c, 1)
-        y = None
-        for x, (a, z) in zip(blocks, spans):
-            x = x.sub_(top).exp_()  # (b, n_kv, rep·c, e) unnormalised probabilities
-            part = x.to(v.dtype) @ v1[:, :, a:z]  # (b, n_kv, rep·c, h_d + 1): weighted values, row sum
-            y = part.float() if y is None else y.add_(part)
-        out.append((y[..., :h_d] / y[..., h_d:]).to(v.dtype).view(b, n_h, c, h_d))
+            for a in range(p.start, p.stop, width):
+                z = min(a + width, p.stop)
+                scores = (qb @ kv[:, :, a:z].transpose(-1, -2)).float()  # (b, n_kv, rep·c, e)
+                j = torch.arange(a, z, device=v.device)[None, :]  # (1, e)
+                keep = None if p.rule is None else p.rule(i, j)
+                if z > start + 1:  # keys after some query of the block
+                    keep = (j <= i) if keep is None else keep & (j <= i)
+                if keep is not None:
+                    if not bool(keep.any()):
+                        continue
+                    scores = scores.view(b, n_kv, rep, c, -1).masked_fill_(~keep, float("-inf")).view_as(scores)
+                # a constant that cancels in the softmax: no gradient flows through it
+                top = scores.detach().amax(-1, keepdim=True)
+                new = torch.maximum(shift, top.masked_fill_(top == float("-inf"), 0))
+                grown = (shift - new).exp_()  # (b, n_kv, rep·c, 1): 1 where the maximum stayed
+                acc, total, shift = acc * grown, total * grown, new
+                scores = scores.sub_(shift).exp_()  # (b, n_kv, rep·c, e) unnormalised probabilities
+                acc = acc + (scores.to(v.dtype) @ v[:, :, a:z]).float()  # (b, n_kv, rep·c, h_d)
+                total = total + scores.sum(-1, keepdim=True)
+        out.append((acc / total).to(v.dtype).view(b, n_h, c, h_d))
     return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
 
 
 def remap_chunk(batch_heads: int, seq_len: int) -> int:
-    """Queries per block: at most ``REMAP_BLOCK_ELEMENTS`` scores of b·n_h heads against s keys."""
-    return max(1, min(seq_len, REMAP_BLOCK_ELEMENTS // max(1, batch_heads * seq_len)))
+    """Queries per block: ``CHUNK`` or fewer, at most ``REMAP_BLOCK_ELEMENTS`` scores of b·n_h
+    heads against s keys."""
+    return max(1, min(seq_len, CHUNK, REMAP_BLOCK_ELEMENTS // max(1, batch_heads * seq_len)))
 
 
 @dataclass
@@ -146,6 +159,7 @@ class RemapState:
     views: list[tuple[int, int]]
     pieces: Callable[[int, int], Sequence[Piece]]
     chunk: int
+    tile: int | None = None
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k and v, unrotated -> (b, n_h, s, h_d)."""
@@ -153,7 +167,7 @@ class RemapState:
         qs = {n: apply_rope(q, *self.rotations[n], layout) for n in dict.fromkeys(qi for qi, _ in self.views)}
         ks = {n: apply_rope(k, *self.rotations[n], layout) for n in dict.fromkeys(ki for _, ki in self.views)}
         views = [(qs[qi], ks[ki]) for qi, ki in self.views]  # (b, n_h, s, h_d) and (b, n_kv, s, h_d) each
-        return remapped_attention(q, k, v, views, self.pieces, self.chunk)
+        return remapped_attention(q, k, v, views, self.pieces, self.chunk, self.tile)
 
 
 class NoRemap:
@@ -229,9 +243,12 @@ class Remap(NoRemap):
         """The pieces of the queries ``start``..``stop`` − 1."""
         raise NotImplementedError
 
-    def prepare(self, pe: RoPE, positions: torch.Tensor, dtype: torch.dtype, chunk: int) -> RemapState:
+    def prepare(
+        self, pe: RoPE, positions: torch.Tensor, dtype: torch.dtype, chunk: int, tile: int | None = None
+    ) -> RemapState:
         """The state every layer's attention uses: the scheme's rotation at each distinct position
-        vector of the views, once (computed in float32 by the caller, as a scheme's rotation is)."""
+        vector of the views, once (computed in float32 by the caller, as a scheme's rotation is);
+        ``chunk`` queries and ``tile`` keys at a time (``remapped_attention``)."""
         s = positions.shape[-1]
         if positions.dim() != 1 or positions.is_floating_point() or not torch.equal(positions.cpu(), torch.arange(s)):
             raise ConfigError(f"remap '{self.name}' runs on the positions 0..s-1 of a whole window")
@@ -247,7 +264,7 @@ class Remap(NoRemap):
                 pair.append(found)
             views.append((pair[0], pair[1]))
         rotations = [pe.rotation(t, dtype) for t in tensors]
-        return RemapState(pe, rotations, views, self.pieces, chunk)
+        return RemapState(pe, rotations, views, self.pieces, chunk, tile)
 
 
 def check_at_least(name: str, value: int, low: int) -> None:

@@ -61,6 +61,12 @@ class DualChunk(Remap):
     def pieces(self, start: int, stop: int) -> list[Piece]:
         n = self.chunk_len
         first, last = start // n, (stop - 1) // n  # chunks of the block's first and last query
+        if first == last:  # one chunk's queries: each key's part is its chunk's, no mask but the causal one
+            return [
+                Piece(0, first * n, stop),
+                Piece(1, max(0, (first - 1) * n), first * n),
+                Piece(2, 0, max(0, (first - 1) * n)),
+            ]
         return [
             Piece(0, first * n, stop, lambda i, j: i // n == j // n),
             Piece(1, max(0, (first - 1) * n), last * n, lambda i, j: i // n - j // n == 1),
