@@ -72,3 +72,19 @@ def test_bad_input_is_one_line_exit_2_nothing_written(cli, tmp_path, args, messa
     assert code == 2, err
     assert out == "" and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_job_checks_its_remap_before_any_work():
+    """``posenc sweep experiment=extrapolation remap=…`` plans each job through the protocol's
+    check: a remap that cannot work is refused there, one that can plans its cells as scale+remap."""
+    from posenc.core.errors import ConfigError
+    from posenc.engine.config import compose
+    from posenc.experiments.extrapolation.protocol import Extrapolation, job_plan
+
+    base = ["experiment=extrapolation", "pe=rope", "train.seq_len=16", "extrapolation.scales=[none,yarn]"]
+    with pytest.raises(ConfigError, match="remap.window = 16 is not below the longest evaluated length 16"):
+        Extrapolation().check(compose([*base, "extrapolation.lengths=[8,16]", "remap=rerope", "remap.window=16"]))
+    with pytest.raises(ConfigError, match="remap 'sinks' remaps the positions of RoPE"):
+        Extrapolation().check(compose([*base[:1], "pe=alibi", *base[2:], "remap=sinks"]))
+    _, cfgs, _ = job_plan(compose([*base, "extrapolation.lengths=[16,64]", "remap=dual_chunk"]))
+    assert [c.choices.scale for c in cfgs] == ["none", "yarn"] and {c.choices.remap for c in cfgs} == {"dual_chunk"}
