@@ -140,3 +140,13 @@ def test_gradients_equal_the_construction(name):
         grads.append((q.grad, k.grad, v.grad))
     for got, expected in zip(*grads):
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["self_extend", "sinks", "dual_chunk"])
+def test_bfloat16_inputs_stay_close_to_the_float32_construction(name):
+    """bf16 q, k, v (a real model's dtype): scores in bf16, the softmax and its sums in float32."""
+    remap, pe = REMAPS[name], RoPE(16)
+    q, k, v = qkv()
+    got = remap.prepare(pe, torch.arange(S), torch.bfloat16, 4, 3).attend(q.bfloat16(), k.bfloat16(), v.bfloat16())
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), reference_attention(remap, pe, q, k, v), atol=5e-2, rtol=5e-2)
