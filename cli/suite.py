@@ -99,12 +99,12 @@ def suite(
         for spec in the_suite.sweeps:  # --only leaves sweeps out on purpose: their tables count
             filled.setdefault(spec.table, []).append(spec.name)
         reported = check_tables(filled)  # the report can read what the suite writes (or it is not a reference suite)
-    table = suites.plan_table(planned)
-    console.print(
-        f"suite {the_suite.name}: {len(table)} jobs in {len(planned)} sweeps, launcher {chosen}", highlight=False
-    )
+    plans = suites.plan_table(planned)
+    jobs = sum(p.jobs for p in plans)
+    console.print(f"suite {the_suite.name}: {jobs} jobs in {len(planned)} sweeps, launcher {chosen}", highlight=False)
     if dry_run:
-        console.print(table.to_markdown(index=False), highlight=False, soft_wrap=True, markup=False)
+        for plan in plans:
+            print_plan(plan)
         if extra is not None:
             console.print(
                 f"launcher {chosen} is not installed here, so its settings were not checked; to run the suite: "
@@ -135,6 +135,46 @@ def suite(
     console.print(f"suite took {outcome.seconds:.0f} s; {done}", highlight=False, soft_wrap=True)
     if outcome.failed:
         raise fail(f"{outcome.failed} jobs did not complete; see the runs.md of each sweep in {suite_dir}", code=1)
+
+
+def print_plan(plan) -> None:
+    """One sweep of a dry run at the terminal's width (``posenc.launch.suite.SweepPlan``): its jobs,
+    the values of each key they sweep, then the overrides every job shares, wrapped between
+    overrides (one longer than a line after the commas of its value, never inside a number); jobs
+    that are not every combination of the swept values get a table of what each one sweeps."""
+    import re
+
+    import pandas as pd
+
+    from posenc.cli.common import print_frame
+
+    width = max(console.width, 40)
+
+    def say(label: str, words: list[str], comma: bool = False) -> None:
+        pieces = []  # (text, what joins it to the piece before on one line)
+        for i, word in enumerate(words):
+            word += "," if comma and i < len(words) - 1 else ""
+            parts = [word] if len(word) <= width - 4 else [p for p in re.split(r"(?<=,)", word) if p]
+            pieces += [(part, " " if j == 0 else "") for j, part in enumerate(parts)]
+        lines = [f"  {label}:"]
+        for i, (text, glue) in enumerate(pieces):
+            glue = " " if i == 0 else glue  # after the label
+            if len(lines[-1]) + len(glue) + len(text) <= width or lines[-1] == "    ":
+                lines[-1] += glue + text
+            else:
+                lines.append("    " + text)
+        for line in lines:
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+    counts = " x ".join(f"{len(values)} {key}" for key, values in plan.swept.items())
+    shape = f" = {counts}" if plan.product and plan.swept else ""
+    console.print(f"\n{plan.sweep}: {plan.jobs} jobs{shape}", highlight=False, markup=False)
+    if plan.product:
+        for key, values in plan.swept.items():
+            say(key, values, comma=True)
+    else:
+        print_frame(pd.DataFrame([{"job": i, **row} for i, row in enumerate(plan.per_job)]), ["job"])
+    say("every job", plan.common)
 
 
 def _say(event) -> None:

@@ -24,6 +24,7 @@ it reads the report's own ``suite/`` folder back as well (its ``suite.json`` nam
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -216,23 +217,35 @@ def plan(
     return planned
 
 
-def plan_table(planned: Sequence[PlannedSweep]) -> pd.DataFrame:
-    """One row per job: sweep, job number, scheme, seed and its overrides (what a dry run shows)."""
-    rows = []
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a dry run shows of one sweep: how many jobs, the values of each key its jobs vary
+    (``swept``, in job order), and the overrides every job shares (``common``, in job order).
+    When the jobs are every combination of the swept values (``product``: Hydra's sweeps, the
+    suites'), ``swept`` says it all; otherwise ``per_job`` holds each job's swept values."""
+
+    sweep: str
+    jobs: int
+    swept: dict[str, list[str]]
+    common: list[str]
+    product: bool
+    per_job: list[dict[str, str]]
+
+
+def plan_table(planned: Sequence[PlannedSweep]) -> list[SweepPlan]:
+    """One ``SweepPlan`` per planned sweep (what ``posenc suite --dry-run`` prints)."""
+    out = []
     for p in planned:
-        for num, job in enumerate(p.jobs):
-            values = dict(o.split("=", 1) for o in job if "=" in o)
-            rows.append(
-                {
-                    "sweep": p.spec.name,
-                    "job": num,
-                    "pe": values.get("pe", ""),
-                    "seed": int(values["seed"]),
-                    "task": values.get("task", ""),
-                    "overrides": " ".join(job),
-                }
-            )
-    return pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
+        jobs = [dict(o.split("=", 1) if "=" in o else (o, "") for o in job) for job in p.jobs]
+        keys = list(dict.fromkeys(k for job in jobs for k in job))
+        swept = {k: list(dict.fromkeys(job.get(k, "") for job in jobs)) for k in keys}
+        swept = {k: values for k, values in swept.items() if len(values) > 1 or any(k not in job for job in jobs)}
+        common = [o for o in p.jobs[0] if o.split("=", 1)[0] not in swept] if p.jobs else []
+        per_job = [{k: job.get(k, "") for k in swept} for job in jobs]
+        combinations = math.prod(len(values) for values in swept.values())
+        distinct = len({tuple(row.values()) for row in per_job})
+        out.append(SweepPlan(p.spec.name, len(jobs), swept, common, combinations == distinct == len(jobs), per_job))
+    return out
 
 
 def machine() -> dict[str, Any]:

@@ -205,5 +205,5 @@ def test_a_suite_in_the_folder_plans_with_its_own_scheme(folder, tmp_path):
         "suite", "--config-dir", folder, "--suite", "mine", "--dry-run", "--results-dir", tmp_path / "res", cwd=tmp_path
     )
     assert code == 0, err
-    assert "suite mine: 2 jobs in 1 sweeps" in out and "pe=fixedbias" in out and "pe=rope" in out
+    assert "suite mine: 2 jobs in 1 sweeps" in out and "  pe: fixedbias, rope" in out  # both schemes planned
     assert not (tmp_path / "res").exists()

@@ -4,6 +4,7 @@ through `posenc sweep`, and the mistakes that stop it before any work."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -121,13 +122,32 @@ def tiny_suite(path: Path, seeds=(0, 1), extra: list[str] | None = None) -> Path
     return path
 
 
+def dry_plan(output: str) -> dict[str, dict]:
+    """A dry run's plan read back: per sweep its job count, the values of each swept key, and the
+    overrides every job shares (each field's wrapped lines joined; a value split after a comma
+    rejoined)."""
+    plans, field = {}, None
+    for line in output.splitlines():
+        if head := re.match(r"(\S+): (\d+) jobs", line):
+            plans[head[1]] = plan = {"jobs": int(head[2])}
+        elif line.startswith("  ") and not line.startswith("    "):
+            field, text = line.strip().split(": ", 1)
+            plan[field] = text
+        elif line.startswith("    ") and field is not None:
+            plan[field] += ("" if plan[field].endswith(",") and field == "every job" else " ") + line.strip()
+    for plan in plans.values():
+        for field in [f for f in plan if f not in ("jobs", "every job")]:
+            plan[field] = plan[field].split(", ")
+        plan["every job"] = plan["every job"].split()
+    return plans
+
+
 def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
     result = runner.invoke(app, ["suite", "--quick", "--dry-run", "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    lines = [line for line in result.output.splitlines() if line.startswith("| ") and "sweep" not in line]
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
-    plan = pd.DataFrame(rows, columns=["sweep", "job", "pe", "seed", "task", "overrides"])
-    counts = plan.groupby("sweep").size().to_dict()
+    assert max(map(len, result.output.splitlines())) <= 80  # the plan fits 80 columns
+    plan = dry_plan(result.output)
+    counts = {sweep: p["jobs"] for sweep, p in plan.items()}
     one_d = options_where("pe", lambda c: c.ndim == 1)
     relational = options_where("pe", lambda c: c.ndim == 2 or c.encodes == "nothing")
     image = relational + ["learned"]
@@ -140,23 +160,27 @@ def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
         "order": 3,
         "check": 3,
     }
-    for sweep, part in plan.groupby("sweep"):
-        assert sorted(part["seed"].astype(int).unique()) == [0, 1, 2], sweep
-    text = plan[plan.sweep == "extrapolation_text"]
+    for sweep, part in plan.items():
+        assert part["seed"] == ["0", "1", "2"], sweep
+        assert part["jobs"] == len(part["seed"]) * len(part.get("pe", [""])), sweep  # every scheme x seed
+    text = plan["extrapolation_text"]
     # every 1D scheme, chosen by its class: those the suite once listed by hand and those it missed
-    assert sorted(text["pe"].unique()) == sorted(one_d)
+    assert sorted(text["pe"]) == sorted(one_d)
     assert set(one_d) >= set("nope learned sinusoidal t5 alibi kerple fire rope relative xpos".split())
-    assert all("task=text" in o and "experiment=extrapolation" in o for o in text["overrides"])
-    vit = plan[plan.sweep == "resolution"]
-    assert sorted(vit["pe"].unique()) == sorted(image)
+    assert {"task=text", "experiment=extrapolation"} <= set(text["every job"])
+    vit = plan["resolution"]
+    assert sorted(vit["pe"]) == sorted(image)
     assert set(image) >= set("nope learned learned2d sincos2d rel2d alibi2d rope2d_axial rope2d_mixed".split())
-    assert all("resolution.methods=[bilinear,bicubic,extrapolate]" in o for o in vit["overrides"])
-    rel = plan[plan.sweep == "resolution_relational"]
-    assert sorted(rel["pe"].unique()) == sorted(relational)
-    assert all("task.label=above" in o and "resolution.finetune_steps=0" in o for o in rel["overrides"])
-    assert f"suite quick: {len(plan)} jobs in 7 sweeps, launcher joblib" in result.output and len(plan) == 114
-    target = plan[plan.sweep == "extrapolation_target"]
-    assert all("extrapolation.factor=4" in o and "extrapolation.finetune_steps=25" in o for o in target["overrides"])
+    assert "resolution.methods=[bilinear,bicubic,extrapolate]" in vit["every job"]
+    rel = plan["resolution_relational"]
+    assert sorted(rel["pe"]) == sorted(relational)
+    assert {"task.label=above", "resolution.finetune_steps=0"} <= set(rel["every job"])
+    total = sum(counts.values())
+    assert f"suite quick: {total} jobs in 7 sweeps, launcher joblib" in result.output and total == 114
+    target = plan["extrapolation_target"]
+    assert {"extrapolation.factor=4", "extrapolation.finetune_steps=25"} <= set(target["every job"])
+    overrides = "order.overrides=['train.steps=80','train.warmup_steps=10','model.d_model=64',"
+    assert any(o.startswith(overrides) for o in plan["order"]["every job"])  # wider than a line: split at commas
     assert not (tmp_path / "suites").exists()  # a dry run writes nothing
 
 
