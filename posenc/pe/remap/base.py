@@ -39,7 +39,7 @@ from posenc.pe.rope import RoPE, apply_rope
 # Score entries of one block of queries against the keys they see (32 MiB in float32): the chunk
 # of queries is chosen so that a block holds at most this many
 REMAP_BLOCK_ELEMENTS = 1 << 23
-CHUNK = 128  # queries per block at most (256 measured slower at 8k tokens, lm_tiny and SmolLM2 shapes)
+CHUNK = 128  # queries per block at most
 # Scores of one tile of keys (2 MiB in float32, a CPU's L2 or L3), at least MIN_TILE keys a tile
 REMAP_TILE_ELEMENTS = 1 << 19
 MIN_TILE = 64
