@@ -177,6 +177,9 @@ def extrapolate(
             cfgs, settings = resumed(resume)  # the run's own cells and settings
         else:
             cfgs = plan(_names(pe, "--pe"), _names(scale, "--scale"), base)
+            if remap not in (None, "none"):  # the model as trained beside the remapped cells, as none beside a scale
+                plain = [o for o in base if o.lstrip("+~").split("=")[0].split(".")[0] != "remap"]
+                cfgs = plan(_names(pe, "--pe"), ["none"], plain) + cfgs
             settings = {"lengths": _lengths(lengths), "finetune_steps": finetune_steps}
         with EventBar(quiet) as bar:
             context = RunContext(root, resume=resume, on_event=bar, overrides=base, config=cfgs[0])
