@@ -150,3 +150,14 @@ def test_bfloat16_inputs_stay_close_to_the_float32_construction(name):
     got = remap.prepare(pe, torch.arange(S), torch.bfloat16, 4, 3).attend(q.bfloat16(), k.bfloat16(), v.bfloat16())
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), reference_attention(remap, pe, q, k, v), atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize(
+    "pe", [RoPE(16, layout="interleaved"), RoPE(16, rotary_fraction=0.5)], ids=["interleaved", "partial"]
+)
+@pytest.mark.parametrize("name", ["self_extend", "leaky_rerope", "dual_chunk"])
+def test_interleaved_layout_and_partial_rotary(pe, name):
+    remap = REMAPS[name]
+    q, k, v = qkv()
+    got = remap.prepare(pe, torch.arange(S), q.dtype, 6, 4).attend(q, k, v)
+    torch.testing.assert_close(got, reference_attention(remap, pe, q, k, v), atol=1e-5, rtol=1e-5)
