@@ -11,14 +11,15 @@ successive- and inter-chunk ones. The score of a pair is q_i rotated at its view
 against k_j rotated at its view's key position; one softmax runs over every key a query sees.
 
 ``remapped_attention`` computes that over ``chunk`` queries at a time, each block as a few
-**pieces** (a view over a contiguous range of keys, masked where the rule says so): scores of
-(b, n_h, chunk, keys) at most, never (s, s); every view's rotated copy of Q and K is computed once
-per layer. A piece whose keys all come before the block's first query needs no mask.
+**pieces** (a view over a contiguous range of keys, masked where the rule says so), each piece in
+tiles of keys with flash attention's online softmax: scores of (b, n_h, chunk, tile) at a time,
+never (s, s); every view's rotated copy of Q and K is computed once per layer. A piece whose keys
+all come before the block's first query needs no mask.
 
-Facts on each class: ``acts_on`` (what it can remap) and ``applies(pe)``: RoPE (``posenc.pe.rope.RoPE``, whatever
-frequencies a scale installed), never a bias scheme, a table, NoPE, or xPos (whose scales are
-centred on each position vector, so its q·k is not a function of the two positions alone once
-queries and keys are rotated to different vectors).
+Facts on each class: ``acts_on`` (what it can remap) and ``applies(pe)``: RoPE
+(``posenc.pe.rope.RoPE``, whatever frequencies a scale installed), never a bias scheme, a table,
+NoPE, or xPos (whose scales are centred on each position vector, so its q·k is not a function of
+the two positions alone once queries and keys are rotated to different vectors).
 
 Notation: b batch, s sequence length, n_h query heads, n_kv key/value heads, h_d head dimension,
 c queries of a block, e keys of a piece.
@@ -69,7 +70,7 @@ def band_pieces(start: int, stop: int, window: int, far_keys: int | None = None)
     every query of the block (no mask at all).
     """
     near_from = max(0, start - window + 1)
-    edge = min(stop, max(near_from, start - window + stop - start))  # the near keys some query sees as far
+    edge = min(stop, max(near_from, stop - window))  # near keys before it are far for some query
     far_to = max(0, stop - window)
     if far_keys is not None:
         far_to = min(far_to, far_keys)
@@ -83,8 +84,6 @@ def band_pieces(start: int, stop: int, window: int, far_keys: int | None = None)
 
 
 def remapped_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
     v: torch.Tensor,
     views: Sequence[tuple[torch.Tensor, torch.Tensor]],
     pieces: Callable[[int, int], Sequence[Piece]],
@@ -167,7 +166,7 @@ class RemapState:
         qs = {n: apply_rope(q, *self.rotations[n], layout) for n in dict.fromkeys(qi for qi, _ in self.views)}
         ks = {n: apply_rope(k, *self.rotations[n], layout) for n in dict.fromkeys(ki for _, ki in self.views)}
         views = [(qs[qi], ks[ki]) for qi, ki in self.views]  # (b, n_h, s, h_d) and (b, n_kv, s, h_d) each
-        return remapped_attention(q, k, v, views, self.pieces, self.chunk, self.tile)
+        return remapped_attention(v, views, self.pieces, self.chunk, self.tile)
 
 
 class NoRemap:
