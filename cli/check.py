@@ -41,23 +41,24 @@ def check(
 ) -> None:
     """Measure what the theory claims (sinusoidal shift, RoPE relative invariance and norms,
     V untouched, bias depends only on i − j, long-term decay, periodicity) against stated
-    tolerances. Writes check.csv/.md and a PNG per check. Exit status 1 when a check fails, so
-    it doubles as a self-test of a torch build or device.
+    tolerances. Writes check.csv/.md and a figure per check (plots.format=png|svg|pdf). Exit status 1
+    when a check fails, so it doubles as a self-test of a torch build or device.
 
     Example: posenc check --pe rope,sinusoidal pe.base=500000
     """
     with user_errors():
         from posenc.engine.context import RunContext, main_table
         from posenc.engine.results import results_root
-        from posenc.experiments.check import Check, plan, run
+        from posenc.experiments.check import Check, plan, plot_format, run
 
         root = results_root(results_dir)  # a bad root stops here, before any work
 
         given = list(overrides or [])
+        fmt = plot_format(given)
         schemes, skipped = plan(names(pe, "--pe"), names(model, "--model"), given, seed or 0)
         with EventBar(quiet) as bar:
             ctx = RunContext(root, on_event=bar, overrides=given)
-            result = run(schemes, skipped, ctx, seed=seed or 0, config={"overrides": given})
+            result = run(schemes, skipped, ctx, seed=seed or 0, config={"overrides": given}, fmt=fmt)
     table, run_dir = result.table, result.run
     shown = table if not quiet else table[~table.passed.astype(bool)]
     if len(shown):

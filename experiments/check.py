@@ -10,7 +10,8 @@ Schemes come from the config tree and are picked for a check by what they do, ne
 
 A scheme is built with the first model option whose config it composes and instantiates with
 (a ``ConfigError`` means it does not fit that model). The table has one row per measured number
-with its tolerance and pass/fail; a PNG per check goes to the run directory.
+with its tolerance and pass/fail; a figure per check goes to the run directory (``plots.format``:
+png, svg or pdf).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from posenc.engine.build import trainable_models
 from posenc.engine.config import compose, experiment_settings, instantiate, list_options
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.pe.base import PositionScheme
-from posenc.reporting.style import pyplot, save_figure
+from posenc.reporting.style import figure_format, pyplot, save_figure
 
 SHIFT_DELTAS = [1, 3, 17, 100]
 COLUMNS = ["claim", "check", "pe", "seed", "measured", "criterion", "tolerance", "passed", "note"]
@@ -164,8 +165,10 @@ def run(
     *,
     seed: int = 0,
     config: dict | None = None,
+    fmt: str = "png",
 ) -> Result:
-    """Measure, write check.csv/.md, one PNG per check, and the summary (``passed`` overall)."""
+    """Measure, write check.csv/.md, one figure per check (in ``fmt``), and the summary (``passed``
+    overall)."""
     config = {**(config or {}), "schemes": {s.name: s.model for s in schemes}, "seed": seed, "skipped": skipped}
     with ctx.running("check", config) as run_dir:
         results = []
@@ -191,7 +194,7 @@ def run(
             columns=COLUMNS,
         )
         result = ctx.write(run_dir, TABLES, {"check": table})
-        figures = plot(results, run_dir.path)
+        figures = plot(results, run_dir.path, fmt)
         n_failed = int((~table.passed.astype(bool)).sum())
         capabilities = {
             "fixed embedding (C4)": any(is_fixed_embedding(s.pe) for s in schemes),
@@ -227,6 +230,7 @@ class Check:
 
     def plan(self, cfg: DictConfig) -> tuple[CheckConfig, list[Scheme], list[dict[str, str]]]:
         """The settings and the built schemes of the config."""
+        figure_format(cfg)  # a bad plots.format stops here, before any work
         settings = experiment_settings(cfg, "check", CheckConfig)
         schemes, skipped = plan(settings.pes, settings.models, settings.overrides, int(cfg.seed))
         return settings, schemes, skipped
@@ -237,11 +241,18 @@ class Check:
 
     def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
         settings, schemes, skipped = self.plan(cfg)
-        return run(schemes, skipped, ctx, seed=int(cfg.seed), config={"overrides": settings.overrides})
+        config = {"overrides": settings.overrides}
+        return run(schemes, skipped, ctx, seed=int(cfg.seed), config=config, fmt=figure_format(cfg))
 
 
-def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[str]:
-    """One PNG per kind of check that ran; returns their file names."""
+def plot_format(overrides: Sequence[str]) -> str:
+    """The figures' format the overrides of a check run ask for (``plots.format=svg``; png by
+    default), composed from the ``plots`` overrides alone: the others are a scheme's own keys."""
+    return figure_format(compose([o for o in overrides if o.lstrip("+~").split(".", 1)[0] == "plots"]))
+
+
+def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path, fmt: str = "png") -> list[str]:
+    """One figure per kind of check that ran (``<check id>.<fmt>``); returns their file names."""
     plt = pyplot()
 
     by_check: dict[str, list[tuple[Scheme, props.Measurement]]] = {}
@@ -253,8 +264,8 @@ def plot(results: list[tuple[Scheme, props.Measurement]], folder: Path) -> list[
         fig = _FIGURES[check_id](plt, items)
         fig.suptitle(f"{items[0][1].claim}: {_TITLES[check_id]}", fontsize=10)
         fig.tight_layout()
-        save_figure(fig, folder / f"{check_id}.png")
-        written.append(f"{check_id}.png")
+        save_figure(fig, folder / f"{check_id}.{fmt}")
+        written.append(f"{check_id}.{fmt}")
     return written
 
 

@@ -82,7 +82,7 @@ from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, s
 from posenc.pe.remap.base import NoRemap
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
-from posenc.reporting.style import pyplot, save_figure
+from posenc.reporting.style import figure_format, pyplot, save_figure
 
 
 @dataclass(frozen=True)
@@ -570,7 +570,7 @@ def read_settings(cfg: DictConfig) -> tuple[Checkpoint, RealSettings]:
 
 # The config keys a real-model run reads; the rest of the tree (pe, task, train, eval, scale)
 # configures posenc's own models. ``seed`` is read only to fine-tune.
-REAL_KEYS = ("real", "model", "seed", "cache_dir", "remap")
+REAL_KEYS = ("real", "model", "seed", "cache_dir", "remap", "plots")
 
 
 def check_overrides(overrides: Sequence[str]) -> None:
@@ -582,7 +582,7 @@ def check_overrides(overrides: Sequence[str]) -> None:
         if root not in REAL_KEYS or key == "model":
             raise UserError(
                 f"override '{override}' applies to posenc's own models, not to a real model; "
-                "a real model takes real.*, model.path, model.dtype, model.device, cache_dir and remap"
+                "a real model takes real.*, model.path, model.dtype, model.device, cache_dir, remap and plots.format"
             )
 
 
@@ -703,6 +703,7 @@ class Real:
         """Everything ``run`` checks before reading a weight: the settings, the path, the
         architecture, the scales on its RoPE, the memory, the text (as ``ConfigError``s)."""
         try:
+            figure_format(cfg)
             self.prepare(cfg)
         except ConfigError:
             raise
@@ -713,11 +714,13 @@ class Real:
         p = self.prepare(cfg, ctx.device)
         config = run_config(p)
         cells = Cells.open(ctx.cache_dir(cfg), p.source.name, less(config, SHARED))
+        fmt = figure_format(cfg)  # a bad plots.format stops here, before any work
         with ctx.running(f"real-{p.source.name}", config, key=less(config, GROWABLE)) as run:
-            return self.score(p, cells, ctx, run)
+            return self.score(p, cells, ctx, run, fmt)
 
-    def score(self, p: Prepared, cells: Cells, ctx: RunContext, run: Any) -> Result:
-        """Score every cell the store lacks, then pool the cells asked for into the tables."""
+    def score(self, p: Prepared, cells: Cells, ctx: RunContext, run: Any, fmt: str = "png") -> Result:
+        """Score every cell the store lacks, then pool the cells asked for into the tables (and
+        the figures, in ``fmt``)."""
         s = p.settings
         done = cells.read()
         forwards = plan_forwards(p.scales, s.lengths, s.windows)
@@ -756,8 +759,8 @@ class Real:
         if s.passkey_depths:
             trials = [r for r in used if "correct" in r]
             out["passkey"], out["passkey_trials"] = passkey_table(trials), passkey_trials(trials)
-            plot_passkey(out["passkey"], run.path / "passkey.png")
-        plot(positions, p.original_length, run.path / "per_position.png")
+            plot_passkey(out["passkey"], run.path / f"passkey.{fmt}")
+        plot(positions, p.original_length, run.path / f"per_position.{fmt}")
         result = ctx.write(run, self.tables, out)
         run.update_summary(
             forward_seconds=sum(r["seconds"] for r in used),

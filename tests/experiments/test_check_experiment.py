@@ -84,7 +84,7 @@ def test_a_failure_mid_run_marks_the_run_folder_failed(tmp_path, monkeypatch):
 
     import posenc.experiments.check as check
 
-    def broken(results, folder):
+    def broken(results, folder, fmt):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(check, "plot", broken)
