@@ -142,7 +142,8 @@ def dry_plan(output: str) -> dict[str, dict]:
     return plans
 
 
-def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path):
+def test_quick_suite_plans_every_experiment_over_three_seeds(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
     result = runner.invoke(app, ["suite", "--quick", "--dry-run", "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert max(map(len, result.output.splitlines())) <= 80  # the plan fits 80 columns
