@@ -232,33 +232,44 @@ def load_pretrained(
     return Pretrained(lm.to(device=device, dtype=dtype).eval(), tokenizer, config, source)
 
 
+# What the process holds before any model: python, torch, transformers and posenc imported (739 MiB
+# of RSS measured on CPU, torch 2.14 and transformers 5.24)
+RUNTIME_BYTES = 3 << 28
+
+
 def peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32, chunk: int = 1024) -> int:
     """Peak memory of one scored forward over ``length`` tokens, estimated from the HF config
     before any weight is read: the weights, the widest activations of a block, a few chunks of
-    float32 logits, and 0.5 GiB for the runtime. Attention is causal SDPA, O(length) memory on
-    CPU and CUDA alike. Measured on CPU (``/usr/bin/time -v``): SmolLM2-135M from its GGUF file
-    at 16,384 tokens peaked at 1.80 GiB RSS; this estimate gives 2.20 GiB."""
+    float32 logits, and the runtime (``RUNTIME_BYTES``). Attention is causal SDPA, O(length) memory
+    on CPU and CUDA alike. In bf16 or fp16 the weights count twice: a CPU's half-precision matmuls
+    hold converted weights, as much again as the model (SmolLM2-135M's forward at 2,048 tokens
+    added 507 MiB to the loaded model in bf16, 268 MiB in float32). Measured on CPU (``/usr/bin/time
+    -v posenc extrapolate``), SmolLM2-135M from its GGUF file peaked at 1.80 GiB RSS at 16,384 tokens
+    in float32 (this estimate: 2.45 GiB), and at 8,192 tokens at 1.73 GiB in float32 (2.13 GiB) and
+    1.69 GiB in bf16 (1.97 GiB; without counting the weights twice, and with 0.5 GiB for the
+    runtime, it gave 1.47 GiB)."""
     d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
     heads = config.num_attention_heads
     hd = getattr(config, "head_dim", None) or d // heads
     size = torch.finfo(dtype).bits // 8
     activations = length * (6 * d + 4 * heads * hd + 3 * mlp) * size
-    return _n_params(config) * size + activations + 3 * chunk * v * 4 + length * 64 + (1 << 29)
+    weights = _n_params(config) * size * (1 if size >= 4 else 2)
+    return weights + activations + 3 * chunk * v * 4 + length * 64 + RUNTIME_BYTES
 
 
 def finetune_peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32) -> int:
     """Peak memory of fine-tuning at ``length`` tokens (batch 1) and scoring the result: seven
     sets of weights (the base model, its trained copy, gradients, AdamW's two moments, the saved
     checkpoint loaded back, one spare for loading), every layer's activations kept for the backward
-    pass, full-vocabulary float32 logits with their log-softmax and gradient, and 0.5 GiB for the
-    runtime. Measured on CPU: SmolLM2-135M fine-tuned at 512 tokens peaked at 4.63 GiB RSS; this
-    estimate gives 5.2 GiB."""
+    pass, full-vocabulary float32 logits with their log-softmax and gradient, and the runtime
+    (``RUNTIME_BYTES``). Measured on CPU: SmolLM2-135M fine-tuned at 512 tokens peaked at 4.63 GiB
+    RSS; this estimate gives 5.50 GiB."""
     d, v, mlp = config.hidden_size, config.vocab_size, config.intermediate_size
     heads = config.num_attention_heads
     hd = getattr(config, "head_dim", None) or d // heads
     size = torch.finfo(dtype).bits // 8
     kept = config.num_hidden_layers * length * (12 * d + 4 * heads * hd + 5 * mlp) * size
-    return 7 * _n_params(config) * size + kept + 3 * length * v * 4 + (1 << 29)
+    return 7 * _n_params(config) * size + kept + 3 * length * v * 4 + RUNTIME_BYTES
 
 
 def _n_params(config: Any) -> int:
