@@ -241,9 +241,10 @@ def peak_bytes(config: Any, length: int, dtype: torch.dtype = torch.float32, chu
     """Peak memory of one scored forward over ``length`` tokens, estimated from the HF config
     before any weight is read: the weights, the widest activations of a block, a few chunks of
     float32 logits, and the runtime (``RUNTIME_BYTES``). Attention is causal SDPA, O(length) memory
-    on CPU and CUDA alike. In bf16 or fp16 the weights count twice: a CPU's half-precision matmuls
-    hold converted weights, as much again as the model (SmolLM2-135M's forward at 2,048 tokens
-    added 507 MiB to the loaded model in bf16, 268 MiB in float32). Measured on CPU (``/usr/bin/time
+    on CPU and CUDA alike. In bf16 or fp16 the weights count twice: on CPU a half-precision forward
+    holds about as much again as the model's weights beyond what a float32 one holds (SmolLM2-135M
+    at 2,048 tokens: 507 MiB over the loaded model in bf16, 268 MiB in float32; converted copies
+    for the matmuls, presumably), which on CUDA only errs on the safe side. Measured on CPU (``/usr/bin/time
     -v posenc extrapolate``), SmolLM2-135M from its GGUF file peaked at 1.80 GiB RSS at 16,384 tokens
     in float32 (this estimate: 2.45 GiB), and at 8,192 tokens at 1.73 GiB in float32 (2.13 GiB) and
     1.69 GiB in bf16 (1.97 GiB; without counting the weights twice, and with 0.5 GiB for the
