@@ -27,6 +27,13 @@ def export(
             autocompletion=options_of("scale"),
         ),
     ] = "none",
+    remap: Annotated[
+        str,
+        typer.Option(
+            help="A position remap (see `posenc list remap`): refused, no Hugging Face config carries one.",
+            autocompletion=options_of("remap"),
+        ),
+    ] = "none",
     factor: Annotated[
         float | None,
         typer.Option(help="Scaling factor: the context becomes factor x the original (pi, ntk, yarn, ...)."),
@@ -64,6 +71,7 @@ def export(
             raise UserError(
                 f"--scale '{scale}' does not rescale a real model's RoPE; valid: {', '.join(rope_scale_names())}"
             )
+        refuse_remap(remap)
         weights = pretrained.check_dtype(dtype) if dtype is not None else None
         source = pretrained.resolve_source(finetuned_copy(model, finetuned))
         config = pretrained.read_config(source)
@@ -98,3 +106,19 @@ def finetuned_copy(model: str, name: str | None) -> str:
     if name not in copies:
         raise UserError(f"--finetuned '{name}' is not in --model '{model}'; valid: {', '.join(copies)}")
     return copies[name]
+
+
+def refuse_remap(name: str) -> None:
+    """A position remap changes which positions attention rotates queries and keys to, which no
+    Hugging Face config says: any but ``none`` is refused, an unknown one too."""
+    from posenc.core.errors import UserError
+    from posenc.engine.config import list_options
+
+    valid = list(list_options("remap"))
+    if name not in valid:
+        raise UserError(f"--remap '{name}' is not a remap; valid: {', '.join(valid)}")
+    if name != "none":
+        raise UserError(
+            f"--remap {name}: transformers has no position remap, so no Hugging Face folder can carry it; "
+            "export the scaling alone (--remap none)"
+        )
