@@ -80,8 +80,11 @@ def export(
         folder = library.write_export(plan, weights)
     first = {"rope_type": None, "rope_theta": None}  # then the scaling's parameters
     rope = " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in {**first, **plan.rope}.items())
+    layers = f", {plan.layer_type} layers" if plan.layer_type else ""
     console.print(
-        f"exported: {folder} (config.json: {rope}; context {plan.length} tokens)", highlight=False, soft_wrap=True
+        f"exported: {folder} (config.json{layers}: {rope}; context {plan.length} tokens)",
+        highlight=False,
+        soft_wrap=True,
     )
     console.print(f"llama.cpp: {plan.llama_cpp.line()}", highlight=False, soft_wrap=True)
 

@@ -2,8 +2,8 @@
 
 ``posenc export`` writes any model posenc loads (a folder, a GGUF file, a hub id, a fine-tuned copy
 posenc saved) with a scaling chosen zero-shot: the weights as they are, config.json carrying the
-scaling in transformers' own terms (``rope_parameters``, and ``rope_scaling``/``rope_theta`` for
-transformers 4 where every layer shares one RoPE; ``llama_config_for`` writes them), so that
+scaling in transformers' own terms (``llama_config_for``: ``rope_parameters``; ``legacy_rope_keys``
+adds transformers 4's ``rope_scaling``/``rope_theta`` where transformers reads them back the same), so that
 ``AutoModelForCausalLM.from_pretrained(folder)`` computes the logits posenc computes with the scale
 installed (tests/models/test_export.py). A fine-tuned copy already carries its scaling: exported with
 ``none`` it is copied as it is.
