@@ -434,7 +434,7 @@ def scored_lengths(
             continue
         at = head.get("finetune_length")
         if at is not None and tuned is None:
-            tuned = between_cells(lambda: tuned_model(base, cell, at, ft, ctx), run)
+            tuned = between_cells(lambda: rescaled(base, cell, at, ft, ctx), run)
         model, per_length = (base, ft) if tuned is None else (tuned, 0)
         between_cells(
             lambda: store.add({"key": key, **measure(model, cell, length, per_length, ctx, device, n_buckets)}), run
@@ -452,13 +452,16 @@ def between_cells(work: Callable[[], Any], run: RunDir) -> Any:
     return out
 
 
-def tuned_model(base: torch.nn.Module, cell: Cell, length: int, steps: int, ctx: RunContext) -> torch.nn.Module:
-    """A copy of ``base`` rescaled to ``length`` and fine-tuned there ``steps`` steps."""
-    tuned = copy.deepcopy(base)
-    cell.scale.apply(tuned.pe, length)
-    tuned.set_remap(cell.setup.remap)
-    finetune(tuned, cell.setup, length, steps, ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", steps))
-    return tuned
+def rescaled(base: torch.nn.Module, cell: Cell, length: int, steps: int, ctx: RunContext) -> torch.nn.Module:
+    """A copy of ``base`` rescaled to ``length``, the cell's position remap on top of the scale,
+    fine-tuned there ``steps`` steps (none: 0)."""
+    model = copy.deepcopy(base)
+    cell.scale.apply(model.pe, length)
+    model.set_remap(cell.setup.remap)
+    if steps:
+        log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", steps)
+        finetune(model, cell.setup, length, steps, log)
+    return model
 
 
 def measure(
@@ -470,17 +473,12 @@ def measure(
     device: torch.device,
     n_buckets: int,
 ) -> dict[str, Any]:
-    """One length of one cell as a record: a copy of ``base`` rescaled to ``length`` (and
-    fine-tuned there ``finetune_steps`` steps first), scored: its scores, the sequences scored,
-    the loss by position bucket and the scores by depth; or, where the scheme cannot represent
-    the length, a ``note`` saying so."""
-    model = copy.deepcopy(base)
-    cell.scale.apply(model.pe, length)
-    model.set_remap(cell.setup.remap)  # a position remap on top of the scale
+    """One length of one cell as a record: ``base`` rescaled to ``length`` (and fine-tuned there
+    ``finetune_steps`` steps first), scored: its scores, the sequences scored, the loss by
+    position bucket and the scores by depth; or, where the scheme cannot represent the length, a
+    ``note`` saying so."""
     try:
-        if finetune_steps:
-            log = ctx.stage(f"finetune {cell.pe}/{cell.scale_name} at {length}", finetune_steps)
-            finetune(model, cell.setup, length, finetune_steps, log)
+        model = rescaled(base, cell, length, finetune_steps, ctx)
         scores = score(model.to(device), cell.setup.task, length, cell.setup, device)
     except PositionOutOfRange as e:
         return {"note": f"{cell.pe}/{cell.scale_name} at {length}: {e}"}
