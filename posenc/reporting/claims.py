@@ -55,6 +55,7 @@ from posenc.reporting.tables import (
     present,
     primary_metric,
     ranking,
+    report_format,
     resolution_table,
     rise,
     rises,
@@ -104,7 +105,7 @@ def c1(tables: Tables, meta: Meta) -> Section:
     s.lines = [
         f"Test: `posenc order` — the relative change ‖f(Px) − P·f(x)‖/‖f(x)‖ over {count}random permutations, at "
         "initialization and after training on the order task (same tokens, label depends only on order); "
-        "table `suite/order.csv`, plot `suite/order.png`.",
+        f"table `suite/order.csv`, plot `suite/order.{report_format(meta)}`.",
         "",
         md(order_summary(t)),
         "",
@@ -221,7 +222,7 @@ def c5(tables: Tables, meta: Meta) -> Section:
         "",
         md(extrapolation_table(as_trained(t), "bpb")),
         "",
-        "![bits per byte against length](suite/extrapolation_text.png)",
+        f"![bits per byte against length](suite/extrapolation_text.{report_format(meta)})",
         "",
     ]
     subjects = [pe for pe in claim("C5").subject("schemes") if len(select(t, pe=pe))]
@@ -417,7 +418,7 @@ def c6(tables: Tables, meta: Meta) -> Section:
     s.lines = [
         "Test: cosine similarity of every pair of position embeddings, Spearman-correlated with minus the grid "
         "distance of the two patches (1: similarity falls with distance); table `suite/resolution_similarity.csv`, "
-        "figure `similarity_<pe>.png` in each resolution run.",
+        f"figure `similarity_<pe>.{report_format(meta)}` in each resolution run.",
         "",
         md(pd.DataFrame(rows)),
         "",
@@ -458,7 +459,7 @@ def c7(tables: Tables, meta: Meta) -> Section:
             md(resolution_table(r, steps[-1])),
             "",
         ]
-    s.lines += ["![accuracy against resolution](suite/resolution.png)", ""]
+    s.lines += [f"![accuracy against resolution](suite/resolution.{report_format(meta)})", ""]
     gains = []
     for pe in subjects["tables"]:
         a = select(r, pe=pe, method=subjects["method"])

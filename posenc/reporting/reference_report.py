@@ -35,6 +35,7 @@ from posenc.reporting.tables import (
     md,
     order_rows,
     present,
+    report_format,
 )
 
 # --- the report ----------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def _split_lines(tables: Tables) -> list[str]:
 
 
 def render(tables: Tables, meta: dict[str, Any]) -> str:
-    """The report's Markdown (plots are referenced as ``suite/*.png``)."""
+    """The report's Markdown (plots are referenced as ``suite/*.<format>``, ``report_format``)."""
     lines = [
         "# posenc reference report",
         "",
@@ -316,20 +317,22 @@ def write_report(tables: Tables, meta: dict[str, Any], out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
+    fmt = report_format(meta)
+
     def fill(folder: Path) -> None:
         for name, table in tables.items():
             write_table(table, folder, name)
         for name, metric in ((TEXT.name, "bpb"), (PASSKEY.name, "accuracy")):
             t = ext_table(tables, name)
             if t is not None:
-                plot_extrapolation(t, metric, folder / f"{name}.png")
+                plot_extrapolation(t, metric, folder / f"{name}.{fmt}")
         for name in (RESOLUTION.name, RELATIONAL.name):
             r = present(tables, name)
             if r is not None:
-                plot_resolution(r, folder / f"{name}.png")
+                plot_resolution(r, folder / f"{name}.{fmt}")
         o = order_rows(tables)
         if o is not None:
-            plot_order(o, folder / "order.png")
+            plot_order(o, folder / f"order.{fmt}")
         write_table(
             pd.DataFrame([{"key": k, "value": str(v)} for k, v in meta.items() if k not in ("sweeps", "tables")]),
             folder,

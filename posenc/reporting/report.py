@@ -14,7 +14,7 @@ from posenc.core.errors import UserError
 from posenc.core.io import atomic_write_text
 from posenc.engine.results import RunDir
 from posenc.reporting.compare import load, runs_of, tables_of
-from posenc.reporting.style import legend_outside, pyplot, save_figure, series_styles
+from posenc.reporting.style import FORMATS, legend_outside, pyplot, save_figure, series_styles
 
 
 def _md(table: pd.DataFrame) -> str:
@@ -105,8 +105,8 @@ def write_report(inputs: Sequence[Path], out_dir: Path) -> Path:
         for name in names:
             heading = [f"Table `{name}`:", ""] if len(names) > 1 else []
             lines += [*heading, _md(pd.read_csv(run / f"{name}.csv")), ""]
-        for png in sorted(run.rglob("*.png")):
-            lines += [f"![{png.stem}]({os.path.relpath(png, out_dir)})", ""]
+        for figure in sorted(f for fmt in FORMATS for f in run.rglob(f"*.{fmt}")):  # plots.format
+            lines += [f"![{figure.stem}]({os.path.relpath(figure, out_dir)})", ""]
     report = out_dir / "report.md"
     atomic_write_text(report, "\n".join(lines))
     return report

@@ -423,6 +423,19 @@ def resolution_table(r: pd.DataFrame, finetune: int) -> pd.DataFrame:
 # --- what the suite ran: its metadata ------------------------------------------------------------
 
 
+def report_format(meta: Meta) -> str:
+    """The file format of the report's figures: the ``plots.format`` its sweeps ran with (``posenc
+    suite plots.format=svg``), else png."""
+    from posenc.reporting.style import FORMATS
+
+    for sweep in (meta.get("sweeps") or {}).values():
+        for o in sweep.get("overrides") or []:
+            key, _, value = str(o).partition("=")
+            if key.lstrip("+") == "plots.format" and value in FORMATS:
+                return value
+    return "png"
+
+
 def pe_lr_words(model: dict[str, Any]) -> str:
     """ "position parameters at 10× the lr" for a recorded model trained with ``train.pe_lr_scale``
     other than 1, else ""."""

@@ -230,6 +230,7 @@ def test_report_puts_tables_statistics_curves_and_plots_in_one_markdown_file(tmp
     sweep.write_tables(sweep_dir)
     single = fake_run(tmp_path / "single", "nope", 0, 3.0)
     (single / "heatmap.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (single / "length.svg").write_text("<svg/>")  # a run that wrote its figures with plots.format=svg
 
     result = invoke("report", str(sweep_dir), str(single), "--out", str(tmp_path / "rep"))
     assert result.exit_code == 0, result.output
@@ -242,7 +243,7 @@ def test_report_puts_tables_statistics_curves_and_plots_in_one_markdown_file(tmp
     assert "| rope | val_loss |   3 |    2.2 |   0.2 |      1.703 |       2.697 |        0 |" in report
     for run in [*(sweep_dir / str(n) / "runs" for n in range(3))]:
         assert f"### {next(run.iterdir()).name}" in report
-    assert "![heatmap](../single/runs/" in report
+    assert "![heatmap](../single/runs/" in report and "![length](../single/runs/" in report
     for line in report.splitlines():  # every image link resolves from the report's folder
         if line.startswith("!["):
             assert (tmp_path / "rep" / line.split("](")[1].rstrip(")")).exists()

@@ -373,6 +373,18 @@ def test_write_report_writes_the_report_tables_and_plots(tmp_path):
     assert back["64"].tolist() == pytest.approx(tables()["extrapolation_text"]["64"].tolist())
 
 
+def test_the_report_figures_take_the_format_the_suite_ran_with(tmp_path):
+    """posenc suite plots.format=svg: the report's figures are SVG files and REPORT.md links them."""
+    meta = {**META, "sweeps": {"extrapolation_text": {"overrides": ["task=text", "plots.format=svg"]}}}
+    report = write_report(tables(), meta, tmp_path)
+    files = {p.name for p in (tmp_path / "suite").iterdir()}
+    for name in ("extrapolation_text", "resolution", "order"):
+        assert f"{name}.svg" in files and f"{name}.png" not in files
+        assert (tmp_path / "suite" / f"{name}.svg").read_bytes().lstrip().startswith(b"<?xml")
+    links = re.findall(r"suite/[\w.]+\.(?:png|svg|pdf)", report.read_text())
+    assert links and all(link.endswith(".svg") and (tmp_path / link).exists() for link in links)
+
+
 MODEL = {"name": "lm_tiny", "d_model": 64, "n_layers": 2, "n_heads": 4, "steps": 400, "seq_len": 64}
 
 
