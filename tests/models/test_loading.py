@@ -89,7 +89,7 @@ def no_network(monkeypatch, tmp_path):
     return cache, attempts
 
 
-def test_a_cached_hub_id_loads_offline_without_hf_hub_offline(real_models, no_network):
+def test_a_cached_hub_id_loads_offline_without_hf_hub_offline(real_models, no_network, monkeypatch):
     cache, attempts = no_network
     repo = hub_cache(cache, "tiny-org/tiny-llama", real_models["tied"])
     source = pretrained.resolve_source("tiny-org/tiny-llama")
@@ -101,6 +101,8 @@ def test_a_cached_hub_id_loads_offline_without_hf_hub_offline(real_models, no_ne
     with torch.no_grad():
         assert_close(loaded.lm(idx), hf(idx).logits, rtol=0, atol=1e-4)
     assert attempts == []
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline said outright: the cached copy still loads
+    assert pretrained.resolve_source("tiny-org/tiny-llama") == source
 
 
 def test_a_hub_id_not_cached_still_asks_the_hub(real_models, no_network):
