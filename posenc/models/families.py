@@ -10,7 +10,9 @@ family's ``scaled_layer_type`` unless another is asked for, so posenc's scales, 
 length-following rescalings (dynamic NTK, LongRoPE's switch at the original context) apply to every
 family in one place. Attention is posenc's too (``banded_attention``, through transformers'
 ``AttentionInterface``): fused causal SDPA, or blocks of queries against the keys they see for a
-sliding window or soft-capped scores, never an (s, s) mask. The head and the loss are posenc's:
+sliding window or soft-capped scores, never an (s, s) mask. A position remap (``posenc.pe.remap``)
+runs there too: its layers get cos 1 and sin 0 from the injected rotary, and ``banded_attention``
+rotates q and k per view (``InjectedLM.set_remap``). The head and the loss are posenc's:
 full-vocabulary logits exist for ``chunk`` positions at a time only (``chunked_cross_entropy``),
 soft-capped as the family does.
 
@@ -38,6 +40,7 @@ from posenc.models.hf import (
 )
 from posenc.models.lm import chunked_cross_entropy
 from posenc.pe.base import default_positions, float32
+from posenc.pe.remap.base import NoRemap, RemapState, remap_chunk
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import NoScale
 
@@ -123,6 +126,22 @@ def scaled_layer_type_of(config: Any, asked: str | None = None) -> str | None:
     return chosen
 
 
+def remap_refusal(config: Any, scaled_layer_type: str | None) -> str | None:
+    """Why a position remap cannot run on this model's remapped layers (those of ``scaled_layer_type``,
+    or every layer where they share one RoPE), read from the config alone; None when it can. Its
+    attention is plain causal attention: soft-capped scores (Gemma 2) and sliding windows (Mistral,
+    Qwen2's window layers; Gemma 3's local layers are not remapped) are not."""
+    if getattr(config, "attn_logit_softcapping", None):
+        return "its attention scores are soft-capped"
+    if getattr(config, "sliding_window", None):
+        types = getattr(config, "layer_types", None)
+        if scaled_layer_type == "sliding_attention" or (
+            scaled_layer_type is None and (types is None or "sliding_attention" in types)
+        ):
+            return "its remapped layers attend within a sliding window"
+    return None
+
+
 # transformers' name for posenc's attention (``banded_attention``), registered with its AttentionInterface
 BANDED = "posenc_banded"
 BAND_CHUNK = 1024  # queries per block of a sliding-window or soft-capped layer
@@ -152,6 +171,9 @@ def banded_attention(
     """
     b, n_h, s, h_d = query.shape
     scale = scaling if scaling is not None else h_d**-0.5
+    state: RemapState | None = getattr(module, "posenc_remap", None)  # InjectedLM.set_remap's, this forward's
+    if state is not None:  # a position remap: its layers' q and k come unrotated, it rotates them per view
+        return state.attend(query, key, value, scale).transpose(1, 2).contiguous(), None
     if key.shape[1] != n_h:
         key = key.repeat_interleave(n_h // key.shape[1], dim=1)  # (b, n_h, s, h_d)
         value = value.repeat_interleave(n_h // value.shape[1], dim=1)  # (b, n_h, s, h_d)
@@ -188,11 +210,15 @@ class InjectedRotary(nn.Module):
         super().__init__()
         self.ropes = nn.ModuleDict(ropes)
         self.default = default
+        self.unrotated: set[str] = set()  # layer types a position remap rotates itself (cos 1, sin 0 here)
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         rope = self.ropes[layer_type or self.default]
+        if (layer_type or self.default) in self.unrotated:
+            shape = (*position_ids.shape, rope.rot_dim)  # (b, s, r)
+            return torch.ones(shape, dtype=x.dtype, device=x.device), torch.zeros(shape, dtype=x.dtype, device=x.device)
         with float32(x.device):
             cos, sin = rope.rotation(position_ids, torch.float32)  # (b, s, r/2)
         return torch.cat((cos, cos), -1).to(x.dtype), torch.cat((sin, sin), -1).to(x.dtype)  # (b, s, r)
@@ -228,6 +254,8 @@ class InjectedLM(nn.Module):
         self.softcap: float | None = getattr(config, "final_logit_softcapping", None)
         shipped = scale_from_hf_config(config, scaled_layer_type)
         self.length_scale: NoScale | None = shipped if shipped.length_dependent else None
+        self.remap: NoRemap | None = None  # a position remap on the scaled layers (set_remap)
+        self._remapped: list[nn.Module] = []  # the attention modules it runs in
 
     @property
     def ropes(self) -> nn.ModuleDict:
@@ -252,6 +280,29 @@ class InjectedLM(nn.Module):
         """As ``CausalLM.follow_length``: ``scale`` re-applied to ``pe`` for each forward's length."""
         self.length_scale = scale
 
+    def set_remap(self, remap: NoRemap | None) -> None:
+        """Run ``remap`` (``posenc.pe.remap``; None or ``none``: off) in the attention of every layer
+        with RoPE of the scaled layer type (all of them where the layers share one RoPE): transformers
+        gets cos 1 and sin 0 for those layers, and ``banded_attention`` rotates q and k per view. A model
+        whose remapped layers have a sliding window or soft-capped scores is refused (``remap_refusal``)."""
+        config = self.model.config
+        active = remap is not None and remap.active
+        if active:
+            remap.check(self.pe, type(self.pe).__name__)
+            why = remap_refusal(config, self.scaled_layer_type)
+            if why:
+                raise ConfigError(f"remap '{remap.name}' cannot run on '{config.model_type}': {why}")
+        key = self.scaled_layer_type or "all"
+        types = getattr(config, "layer_types", None) if self.scaled_layer_type else None
+        self._remapped = [
+            attn
+            for i, layer in enumerate(self.model.base_model.layers)
+            for attn in [next(m for m in layer.children() if hasattr(m, "scaling"))]
+            if active and (types is None or types[i] == key) and getattr(attn, "use_rope", True)
+        ]
+        self.model.base_model.rotary_emb.unrotated = {key} if active else set()
+        self.remap = remap if active else None
+
     def forward(
         self,
         idx: torch.Tensor,
@@ -268,8 +319,20 @@ class InjectedLM(nn.Module):
             positions = default_positions(s, idx.device)
         if self.length_scale is not None:  # frequencies that follow the length (dynamic NTK, LongRoPE)
             self.length_scale.apply(self.pe, int(positions.max()) + 1)
+        if self.remap is not None:  # the remap's rotations, once, for the layers it runs in
+            with float32(idx.device):
+                heads = self.model.config.num_attention_heads
+                state = self.remap.prepare(self.pe, positions, self.embed.weight.dtype, remap_chunk(b * heads, s))
+            for attn in self._remapped:
+                attn.posenc_remap = state
         positions = positions.expand(b, s) if positions.dim() == 1 else positions  # (b, s)
-        x = self.model.base_model(input_ids=idx, position_ids=positions, use_cache=False).last_hidden_state  # (b, s, d)
+        try:
+            x = self.model.base_model(
+                input_ids=idx, position_ids=positions, use_cache=False
+            ).last_hidden_state  # (b, s, d)
+        finally:
+            for attn in self._remapped:
+                attn.posenc_remap = None
         if targets is not None:
             return chunked_cross_entropy(x, self.output_weight, targets, chunk, self.softcap)
         if last is not None:

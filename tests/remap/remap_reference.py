@@ -36,8 +36,9 @@ def pair_positions(remap, i: int, j: int) -> tuple[float, float] | None:
     raise TypeError(type(remap).__name__)
 
 
-def reference_attention(remap, pe, q, k, v) -> torch.Tensor:
-    """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k, v -> (b, n_h, s, h_d), every pair rotated on its own."""
+def reference_attention(remap, pe, q, k, v, scale: float | None = None) -> torch.Tensor:
+    """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k, v -> (b, n_h, s, h_d), every pair rotated on its own;
+    ``scale`` on the scores (default 1/√h_d)."""
     b, n_h, s, h_d = q.shape
     rep = n_h // k.shape[1]
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)
@@ -55,7 +56,7 @@ def reference_attention(remap, pe, q, k, v) -> torch.Tensor:
     kk = k[:, :, None, :, :].expand(b, n_h, s, s, h_d).reshape(b, n_h, s * s, h_d)
     rq = pe.rotate_qk(qq, qq, pe.rotation(as_positions(pos_q.flatten()), q.dtype))[0]
     rk = pe.rotate_qk(kk, kk, pe.rotation(as_positions(pos_k.flatten()), q.dtype))[1]
-    scores = (rq * rk).sum(-1).view(b, n_h, s, s) / h_d**0.5  # (b, n_h, s, s)
+    scores = (rq * rk).sum(-1).view(b, n_h, s, s) * (h_d**-0.5 if scale is None else scale)  # (b, n_h, s, s)
     scores = scores.masked_fill(~seen, float("-inf"))
     return scores.softmax(-1) @ v
 
@@ -76,7 +77,7 @@ class ReferenceRemap:
         remap = self.remap
 
         class Reference(RemapState):
-            def attend(self, q, k, v):
-                return reference_attention(remap, pe, q, k, v)
+            def attend(self, q, k, v, scale=None):
+                return reference_attention(remap, pe, q, k, v, scale)
 
         return Reference(pe, [], [], remap.pieces, chunk)

@@ -89,9 +89,11 @@ def remapped_attention(
     pieces: Callable[[int, int], Sequence[Piece]],
     chunk: int,
     tile: int | None = None,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """Causal attention over remapped positions, ``chunk`` queries at a time, ``tile`` keys of a
-    piece at a time (default: ``REMAP_TILE_ELEMENTS`` scores a tile, at least ``MIN_TILE`` keys).
+    piece at a time (default: ``REMAP_TILE_ELEMENTS`` scores a tile, at least ``MIN_TILE`` keys);
+    ``scale`` on the scores (default 1/√h_d; Gemma's is its own).
 
     v is (b, n_kv, s, h_d); ``views`` holds each view's rotated (b, n_h, s, h_d) queries and
     (b, n_kv, s, h_d) keys; ``pieces(start, stop)`` the pieces of the queries start..stop − 1.
@@ -105,7 +107,8 @@ def remapped_attention(
     b, n_h, s, h_d = views[0][0].shape
     n_kv = v.shape[1]
     rep = n_h // n_kv
-    scaled = {id(qv): qv * h_d**-0.5 for qv, _ in views}  # each view's queries once
+    scale = h_d**-0.5 if scale is None else scale
+    scaled = {id(qv): qv * scale for qv, _ in views}  # each view's queries once
     out = []
     for start in range(0, s, chunk):
         stop = min(start + chunk, s)
@@ -160,13 +163,14 @@ class RemapState:
     chunk: int
     tile: int | None = None
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k and v, unrotated -> (b, n_h, s, h_d)."""
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+        """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k and v, unrotated -> (b, n_h, s, h_d); ``scale``
+        on the scores (default 1/√h_d)."""
         layout = self.pe.layout
         qs = {n: apply_rope(q, *self.rotations[n], layout) for n in dict.fromkeys(qi for qi, _ in self.views)}
         ks = {n: apply_rope(k, *self.rotations[n], layout) for n in dict.fromkeys(ki for _, ki in self.views)}
         views = [(qs[qi], ks[ki]) for qi, ki in self.views]  # (b, n_h, s, h_d) and (b, n_kv, s, h_d) each
-        return remapped_attention(v, views, self.pieces, self.chunk, self.tile)
+        return remapped_attention(v, views, self.pieces, self.chunk, self.tile, scale)
 
 
 class NoRemap:
