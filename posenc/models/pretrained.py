@@ -90,7 +90,8 @@ def cached_snapshot(repo_id: str) -> Path | None:
 def _check_hub(repo_id: str, timeout: float = 5.0) -> None:
     if _offline():
         raise UserError(
-            f"--model '{repo_id}' is a hub id, but the hub is offline (HF_HUB_OFFLINE is set); "
+            f"--model '{repo_id}' is a hub id, but the hub is offline (HF_HUB_OFFLINE is set) and the local "
+            "Hugging Face cache holds no complete copy; "
             "give a local folder or .gguf file"
         )
     from huggingface_hub import HfApi
@@ -100,7 +101,8 @@ def _check_hub(repo_id: str, timeout: float = 5.0) -> None:
     except Exception as e:  # no network, unknown id, gated repo: all mean it cannot be loaded
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UserError(
-            f"--model '{repo_id}': cannot reach it on the hub ({reason}); give a local folder or .gguf file"
+            f"--model '{repo_id}': cannot reach it on the hub ({reason}), nor is a complete copy in the local "
+            "Hugging Face cache; give a local folder or .gguf file"
         ) from None
 
 
