@@ -100,6 +100,13 @@ def build(cfg: DictConfig) -> Setup:
             f"model '{cfg.choices.get('model')}' is a pretrained checkpoint: experiment=real scores it "
             "(posenc extrapolate --model PATH); it is not built or trained"
         )
+    if not getattr(target_class(cfg.task, "task"), "trains", True):  # a RULER prompt task: text for a checkpoint
+        task = cfg.choices.get("task")
+        raise ConfigError(
+            f"task '{task}' is a prompt for a pretrained model's tokenizer, scored by experiment=real "
+            f"(posenc extrapolate --model PATH --task {task}); posenc's own models train on the token tasks "
+            "(posenc list task)"
+        )
     patches = takes_patches(cfg)
     # before resolving: 2D options read task keys
     check_scheme_fits(target_class(OmegaConf.to_container(cfg.pe, resolve=False), "pe"), str(cfg.choices.pe), patches)

@@ -33,12 +33,14 @@ def on_the_vit(group, option):
 
 def scored_only(group, option):
     """model=pretrained (and experiment=real, which picks it) is a checkpoint that is scored, not
-    built (its class says ``trains = False``): tests/experiments/test_real.py runs it."""
+    built (its class says ``trains = False``): tests/experiments/test_real.py runs it; so is a
+    RULER prompt task (task=ruler_vt): tests/experiments/test_real_ruler.py runs those."""
     from posenc.engine.config import target_class
 
-    if group not in ("model", "experiment"):
+    if group not in ("model", "experiment", "task"):
         return False
-    return not getattr(target_class(compose([f"{group}={option}"]).model, "model"), "trains", True)
+    key = "task" if group == "task" else "model"
+    return not getattr(target_class(compose([f"{group}={option}"])[key], key), "trains", True)
 
 
 @pytest.mark.parametrize("group", ["model", "pe", "task", "train", "eval", "experiment"])

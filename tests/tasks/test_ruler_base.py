@@ -118,15 +118,46 @@ def test_scoring_is_rulers_case_insensitive_substring_match():
     ],
 )
 def test_configs_instantiate_as_ruler_tasks(name, cls, fields):
-    node = yaml.safe_load((config_root() / "ruler" / f"{name}.yaml").read_text())
-    assert node["description"].startswith(f"RULER {name}:")
-    task = instantiate({**node, "seed": 0}, f"ruler.{name}")
+    node = yaml.safe_load((config_root() / "task" / f"ruler_{name}.yaml").read_text())
+    assert node["description"].startswith(f"ruler_{name} (real models, RULER {name}):")
+    task = instantiate({**node, "seed": 0}, f"task/ruler_{name}")
     assert isinstance(task, cls) and task.trials == 20 and task.seed == 0
     assert {k: getattr(task, k) for k in fields} == fields
+    # a needle's depths are a grid of cells, as passkey's; several needles sit at depths of their own
+    assert task.grid() == ([0.0, 0.25, 0.5, 0.75, 1.0] if task.has_depth else [None])
 
 
 def test_every_ruler_config_builds_a_prompt():
-    for path in sorted((config_root() / "ruler").iterdir()):
-        if path.name.endswith(".yaml"):
-            task = instantiate({**yaml.safe_load(path.read_text()), "seed": 0}, f"ruler.{path.name}")
-            assert len(task.prompt(ByteTokenizer(), 16_000, 0)) <= 16_000
+    paths = sorted(p for p in (config_root() / "task").iterdir() if p.name.startswith("ruler_"))
+    prompt_tasks = [p for p in paths if "(real models" in yaml.safe_load(p.read_text())["description"]]
+    assert len(prompt_tasks) == 11
+    for path in prompt_tasks:
+        task = instantiate({**yaml.safe_load(path.read_text()), "seed": 0}, f"task/{path.name}")
+        assert not task.trains and task.input_kind == "text"
+        for depth in task.grid():
+            assert len(task.prompt(ByteTokenizer(), 16_000, 0, depth)) <= 16_000
+
+
+def test_depths_are_fractions_of_a_single_needle():
+    assert NeedleTask(depths=[0, 0.5, 0.5, 1]).grid() == [0.0, 0.5, 1.0]
+    with pytest.raises(ConfigError, match="has no needle depth .*give no task.depths"):
+        NeedleTask(keys=4, depths=[0.5])
+    with pytest.raises(ConfigError, match=r"task.depths are fractions in \[0, 1\].*got \[0.5, 2\]"):
+        NeedleTask(depths=[0.5, 2])
+    with pytest.raises(ConfigError, match="got \\[\\]"):
+        NeedleTask(depths=[])
+
+
+@pytest.mark.parametrize("task", TASKS[:5], ids=lambda t: t.name)
+def test_shortest_is_the_longest_trial_at_its_fewest_units(task, bpe):
+    """Every trial fits at ``shortest``; one trial (the longest) does not at a token less."""
+    shortest = task.shortest(bpe)
+    sizes = [len(task.prompt(bpe, shortest, t, d)) for t in range(task.trials) for d in task.grid()]
+    assert max(sizes) <= shortest
+    failed = []
+    for t in range(task.trials):
+        try:
+            task.prompt(bpe, shortest - 1, t)
+        except ConfigError as e:
+            failed.append(str(e))
+    assert failed and all(f"takes {shortest} tokens" in e for e in failed)

@@ -22,10 +22,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from posenc.core.errors import ConfigError
 from posenc.tasks.base import stream_seed
+
+# a trial's prompt: build(n) is its text with n haystack units, and its answers
+Builder = Callable[[int], tuple[str, list[str]]]
 
 
 class Tokenizer(Protocol):
@@ -110,8 +113,17 @@ def coded_words(rng: random.Random, n: int, letters: int = 6, exclude: frozenset
     return list(out)
 
 
+def measure(build: Builder, tokenizer: Tokenizer, n: int) -> tuple[int, str, list[str], list[int], list[int]]:
+    """The prompt ``build(n)`` with ``n`` haystack units: (its tokens with the reference answer,
+    text, answers, prompt ids, answer ids)."""
+    text, answers = build(n)
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    answer_ids = tokenizer.encode(reference_answer(answers), add_special_tokens=False)
+    return len(ids) + len(answer_ids), text, answers, ids, answer_ids
+
+
 def fit_units(
-    build: Callable[[int], tuple[str, list[str]]],
+    build: Builder,
     tokenizer: Tokenizer,
     length: int,
     least: int,
@@ -120,26 +132,19 @@ def fit_units(
     """The most haystack units ``n >= least`` whose prompt ``build(n)`` (text, answers) and
     reference answer fit ``length`` tokens: (n, text, answers, prompt ids, answer ids). A length
     that cannot hold ``least`` units: ``ConfigError`` naming the shortest that can."""
-
-    def size(n: int) -> tuple[int, str, list[str], list[int], list[int]]:
-        text, answers = build(n)
-        ids = tokenizer.encode(text, add_special_tokens=False)
-        answer_ids = tokenizer.encode(reference_answer(answers), add_special_tokens=False)
-        return len(ids) + len(answer_ids), text, answers, ids, answer_ids
-
-    first = size(least)
+    first = measure(build, tokenizer, least)
     if first[0] > length:
         raise ConfigError(
             f"length {length} is too short for the RULER task {name} on this tokenizer; "
             f"the shortest prompt that fits takes {first[0]} tokens"
         )
     lo, hi = least, least + 1  # lo fits; grow hi until it does not
-    while size(hi)[0] <= length:
+    while measure(build, tokenizer, hi)[0] <= length:
         lo, hi = hi, 2 * hi
     while hi - lo > 1:  # the token count grows with the units (monotone up to a merge at a seam)
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if size(mid)[0] <= length else (lo, mid)
-    n_tokens, text, answers, ids, answer_ids = size(lo)
+        lo, hi = (mid, hi) if measure(build, tokenizer, mid)[0] <= length else (lo, mid)
+    _, text, answers, ids, answer_ids = measure(build, tokenizer, lo)
     return lo, text, answers, ids, answer_ids
 
 
@@ -163,11 +168,22 @@ def insert_at(units: list[str], items: Sequence[str], fractions: Sequence[float]
 class RulerTask:
     """Base of the prompt tasks: ``prompt(tokenizer, length, trial)`` is a subclass's ``build``
     fitted to the budget. A subclass sets ``name``, ``least`` (the units the shortest prompt
-    holds) and ``draw``/``build``; one with a needle sets ``has_depth``."""
+    holds) and ``draw``/``build``; one with a needle sets ``has_depth`` and may take ``depths``.
+
+    A prompt task is text for a pretrained model's own tokenizer, scored by ``experiment=real``
+    (``posenc extrapolate --model PATH --task ruler_vt``): nothing trains on it (``trains``), and
+    posenc's own LMs take the token versions (``posenc.tasks.ruler.tokens``)."""
 
     name: str
     least: int = 1
     has_depth: bool = False
+    trains: ClassVar[bool] = False  # as a pretrained checkpoint: scored, never trained on
+    input_kind: ClassVar[str] = "text"  # what a model reads of it: text, for the model's own tokenizer
+    order_labels: ClassVar[bool] = False  # not an order task (posenc order reads the fact of every task)
+    # the tokens greedy decoding may write after a prompt (RULER's tokens_to_generate,
+    # scripts/data/synthetic/constants.py: niah 128, vt 30, cwe 120, fwe 50)
+    max_new_tokens: ClassVar[int] = 128
+    depths: tuple[float, ...] | None = None  # the needle's depths (one cell each); None: each trial its own
     # the score a trial gets: RULER's string_match_all for every synthetic task
     score = staticmethod(string_match_all)
 
@@ -176,23 +192,50 @@ class RulerTask:
             raise ConfigError(f"task.trials must be >= 1 (prompts per length and depth), got {trials}")
         self.seed, self.trials = seed, trials
 
-    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Callable[[int], tuple[str, list[str]]]:
+    def set_depths(self, depths: Sequence[float] | None) -> None:
+        """The depths a task with a needle is scored at (fractions in [0, 1]); None: each trial draws its own."""
+        if depths is None:
+            return
+        if not self.has_depth:
+            raise ConfigError(f"the RULER task {self.name} has no needle depth (several needles); give no task.depths")
+        if not depths or any(not 0.0 <= float(d) <= 1.0 for d in depths):
+            raise ConfigError(f"task.depths are fractions in [0, 1] (0: first, 1: last), got {list(depths)}")
+        self.depths = tuple(dict.fromkeys(float(d) for d in depths))
+
+    def grid(self) -> list[float | None]:
+        """The depth of each cell at a length: ``depths``, or one cell (None) whose trials draw their own."""
+        return list(self.depths) if self.depths is not None else [None]
+
+    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Builder:
         """Draw everything random of a trial from ``rng``; return ``build(n)``: the prompt text
         with ``n`` haystack units, and the answers."""
         raise NotImplementedError
 
-    def prompt(self, tokenizer: Tokenizer, length: int, trial: int, depth: float | None = None) -> RulerPrompt:
-        """Trial ``trial``'s prompt of at most ``length`` tokens, reference answer included
-        (``depth`` in [0, 1] for a task with a needle; without one, the trial draws its own)."""
+    def trial_builder(self, trial: int, depth: float | None) -> tuple[Builder, float | None]:
+        """Trial ``trial``'s ``build(n)`` and its needle's depth (``depth``, or the trial's own)."""
         if depth is not None and not self.has_depth:
             raise ConfigError(f"the RULER task {self.name} has no needle depth; give none")
         if depth is not None and not 0.0 <= depth <= 1.0:
             raise ConfigError(f"a needle depth is a fraction in [0, 1], got {depth}")
         if depth is None and self.has_depth:  # a depth of the trial's own, uniform in [0, 1]
             depth = trial_rng(self.name, self.seed, trial, "depth").random()
-        build = self.builder(trial_rng(self.name, self.seed, trial), trial, depth)
+        return self.builder(trial_rng(self.name, self.seed, trial), trial, depth), depth
+
+    def prompt(self, tokenizer: Tokenizer, length: int, trial: int, depth: float | None = None) -> RulerPrompt:
+        """Trial ``trial``'s prompt of at most ``length`` tokens, reference answer included
+        (``depth`` in [0, 1] for a task with a needle; without one, the trial draws its own)."""
+        build, depth = self.trial_builder(trial, depth)
         n, text, answers, ids, answer_ids = fit_units(build, tokenizer, length, self.least, self.name)
         return RulerPrompt(text, ids, answers, answer_ids, depth, n)
+
+    def shortest(self, tokenizer: Tokenizer) -> int:
+        """The shortest length (tokens, reference answer included) at which every trial's prompt
+        fits at every depth of the grid: the longest of their prompts with ``least`` units."""
+        return max(
+            measure(self.trial_builder(t, d)[0], tokenizer, self.least)[0]
+            for t in range(self.trials)
+            for d in self.grid()
+        )
 
     def prompts(self, tokenizer: Tokenizer, length: int, depth: float | None = None) -> list[RulerPrompt]:
         """``trials`` prompts at ``length`` (and ``depth``), trial i from seed i."""

@@ -7,16 +7,16 @@ answer is the common words. The number of rare words fills the length.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.ruler.base import RulerTask, coded_words, corpus_words, trial_rng
+from posenc.tasks.ruler.base import Builder, RulerTask, coded_words, corpus_words, trial_rng
 
 
 class CommonWordsTask(RulerTask):
     """Words of the built-in corpus (random coded words once they run out), shuffled."""
 
     name = "common_words"
+    max_new_tokens = 120  # RULER's tokens_to_generate for cwe
 
     def __init__(
         self, common: int = 10, common_repeats: int = 30, rare_repeats: int = 3, seed: int = 0, trials: int = 20
@@ -29,7 +29,7 @@ class CommonWordsTask(RulerTask):
             )
         self.common, self.common_repeats, self.rare_repeats = common, common_repeats, rare_repeats
 
-    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Callable[[int], tuple[str, list[str]]]:
+    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Builder:
         words = list(corpus_words())
         rng.shuffle(words)
         common = words[: self.common]

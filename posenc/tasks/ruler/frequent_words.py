@@ -8,10 +8,9 @@ N, the words drawn, fills the length.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.ruler.base import RulerTask, coded_words, trial_rng
+from posenc.tasks.ruler.base import Builder, RulerTask, coded_words, trial_rng
 
 NOISE = "...."
 
@@ -20,6 +19,7 @@ class FrequentWordsTask(RulerTask):
     """Random six-letter coded words, shuffled; answers are the three most frequent after the noise."""
 
     name = "frequent_words"
+    max_new_tokens = 50  # RULER's tokens_to_generate for fwe
 
     def __init__(self, alpha: float = 2.0, vocabulary: int = 2000, seed: int = 0, trials: int = 20) -> None:
         super().__init__(seed, trials)
@@ -38,7 +38,7 @@ class FrequentWordsTask(RulerTask):
         """Each rank's count among ``n`` words drawn."""
         return [int(n * w) for w in self.weights]
 
-    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Callable[[int], tuple[str, list[str]]]:
+    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Builder:
         vocab = [NOISE, *coded_words(rng, self.vocabulary - 1)]
         head = (
             "Read the coded text below and keep count of how often each coded word occurs; "

@@ -6,18 +6,19 @@ One class covers the family's settings as RULER's ``synthetic.yaml`` does: ``key
 keys (multi-key: the rest are distractors), ``values`` values a key (multi-value: all are asked
 for), ``queries`` keys asked (multi-query); the haystack is a repeated filler passage
 (``filler``), sentences of the built-in corpus (``essay``), or needles of other keys
-(``distractors``). A single needle sits at a requested depth; several sit at depths of their own.
+(``distractors``). A single needle sits at a requested depth (``depths``: one cell each, as
+passkey's); several sit at depths of their own.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Literal
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.ruler.base import RulerTask, corpus_sentences, corpus_words, insert_at, trial_rng
+from posenc.tasks.ruler.base import Builder, RulerTask, corpus_sentences, corpus_words, insert_at, trial_rng
 
 Haystack = Literal["filler", "essay", "distractors"]
 Kind = Literal["words", "numbers", "uuids"]
@@ -45,6 +46,7 @@ class NeedleTask(RulerTask):
         queries: int = 1,
         key_kind: Kind = "words",
         value_kind: Kind = "numbers",
+        depths: Sequence[float] | None = None,
         seed: int = 0,
         trials: int = 20,
     ) -> None:
@@ -64,8 +66,9 @@ class NeedleTask(RulerTask):
         self.name = f"niah_{haystack}" + "".join(
             f"_{n}{part}" for n, part in ((keys, "k"), (values, "v"), (queries, "q")) if n > 1
         )
+        self.set_depths(depths)
 
-    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Callable[[int], tuple[str, list[str]]]:
+    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Builder:
         keys: list[str] = []
         while len(keys) < self.keys:
             key = draw(rng, self.key_kind)

@@ -7,10 +7,9 @@ the one whose value the question names. Other chains carry other values.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from posenc.core.errors import ConfigError
-from posenc.tasks.ruler.base import RulerTask, insert_at
+from posenc.tasks.ruler.base import Builder, RulerTask, insert_at
 from posenc.tasks.ruler.niah import FILLER
 
 
@@ -18,6 +17,7 @@ class VariableTrackingTask(RulerTask):
     """``chains`` chains of ``hops`` assignments after the first, in repeated filler."""
 
     name = "variable_tracking"
+    max_new_tokens = 30  # RULER's tokens_to_generate for vt
 
     def __init__(self, chains: int = 1, hops: int = 4, seed: int = 0, trials: int = 20) -> None:
         super().__init__(seed, trials)
@@ -25,7 +25,7 @@ class VariableTrackingTask(RulerTask):
             raise ConfigError(f"task.chains and task.hops must be >= 1, got {chains}, {hops}")
         self.chains, self.hops = chains, hops
 
-    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Callable[[int], tuple[str, list[str]]]:
+    def builder(self, rng: random.Random, trial: int, depth: float | None) -> Builder:
         names: list[str] = []
         while len(names) < self.chains * (self.hops + 1):
             name = "".join(rng.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZ", k=5))
