@@ -161,3 +161,12 @@ def test_interleaved_layout_and_partial_rotary(pe, name):
     q, k, v = qkv()
     got = remap.prepare(pe, torch.arange(S), q.dtype, 6, 4).attend(q, k, v)
     torch.testing.assert_close(got, reference_attention(remap, pe, q, k, v), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", REMAPS)
+def test_max_distance_is_the_largest_of_the_construction(name):
+    """Each remap's ``max_distance`` against the largest pos_q − pos_k of its attended pairs."""
+    remap = REMAPS[name]
+    for n in (1, 2, 4, 5, 6, 9, 11, 17, 30):
+        pairs = [pair_positions(remap, i, j) for i in range(n) for j in range(i + 1)]
+        assert remap.max_distance(n) == pytest.approx(max(q - k for q, k in filter(None, pairs))), n

@@ -242,6 +242,12 @@ class Remap(NoRemap):
         a tensor with another (it is rotated once)."""
         raise NotImplementedError
 
+    def max_distance(self, length: int) -> float:
+        """The largest relative position (query's minus key's) any attended pair gets over ``length``
+        tokens: what to keep below the trained context when choosing the settings (Self-Extend's
+        (L − 1)//G + W − W//G; its paper picks G and W so that this stays within the context)."""
+        raise NotImplementedError
+
     def pieces(self, start: int, stop: int) -> list[Piece]:
         """The pieces of the queries ``start``..``stop`` − 1."""
         raise NotImplementedError

@@ -58,6 +58,10 @@ class DualChunk(Remap):
         inter = torch.full_like(positions, min(2 * n - 1, c))
         return [(within, within), (successive, within), (inter, within)]
 
+    def max_distance(self, length: int) -> float:
+        n = self.chunk_len
+        return length - 1 if length <= n else min(min(length, 2 * n) - 1, self.chunk_size)
+
     def pieces(self, start: int, stop: int) -> list[Piece]:
         n = self.chunk_len
         first, last = start // n, (stop - 1) // n  # chunks of the block's first and last query

@@ -36,6 +36,9 @@ class ReRoPE(Remap):
     def views(self, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(positions, positions), (torch.full_like(positions, self.window), torch.zeros_like(positions))]
 
+    def max_distance(self, length: int) -> float:
+        return length - 1 if length <= self.window else self.window
+
     def pieces(self, start: int, stop: int) -> list[Piece]:
         return band_pieces(start, stop, self.window)
 
@@ -54,3 +57,6 @@ class LeakyReRoPE(ReRoPE):
     def views(self, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         slow = positions.double() / self.k  # (s,) float positions
         return [(positions, positions), (slow + self.window * (1 - 1 / self.k), slow)]
+
+    def max_distance(self, length: int) -> float:
+        return length - 1 if length <= self.window else self.window + (length - 1 - self.window) / self.k

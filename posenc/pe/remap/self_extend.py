@@ -40,5 +40,9 @@ class SelfExtend(Remap):
         grouped = positions // g  # (s,)
         return [(positions, positions), (grouped + (w - w // g), grouped)]
 
+    def max_distance(self, length: int) -> float:
+        g, w = self.group, self.window
+        return max(min(length, w) - 1, (length - 1) // g + w - w // g if length > w else 0)
+
     def pieces(self, start: int, stop: int) -> list[Piece]:
         return band_pieces(start, stop, self.window)

@@ -45,5 +45,8 @@ class AttentionSinks(Remap):
         slot = positions.clamp(max=self.n_sink + self.window - 1)  # (s,) the query's slot in the cache
         return [(positions, positions), (slot, positions)]
 
+    def max_distance(self, length: int) -> float:
+        return min(length, self.n_sink + self.window) - 1  # the query's slot against slot 0
+
     def pieces(self, start: int, stop: int) -> list[Piece]:
         return band_pieces(start, stop, self.window, far_keys=self.n_sink)
