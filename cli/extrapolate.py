@@ -155,6 +155,7 @@ def extrapolate(
                 device=device,
                 factor=factor,
                 passkey=passkey,
+                task=task,
             )
             remapped = [f"remap={remap}"] if remap is not None else []
             return run_real(model, options, [*remapped, *(overrides or [])], ctx, results_dir, quiet)

@@ -51,7 +51,7 @@ REAL_ONLY = {
     "factor": "real.factor",
     "passkey": "real.passkey_depths",
 }
-OWN_ONLY = ("pe", "task", "steps")
+OWN_ONLY = ("pe", "steps")
 
 
 def given(ctx: typer.Context, names: Any) -> list[str]:
@@ -111,7 +111,13 @@ def real_overrides(model: str, options: dict[str, Any]) -> list[str]:
     from posenc.engine.config import list_options
 
     pick = f"model={model}" if model in list_options("model") else f"model.path={_quoted(model)}"
-    keys = {**REAL_ONLY, "scale": "real.scales", "lengths": "real.lengths", "finetune_steps": "real.finetune_steps"}
+    keys = {
+        **REAL_ONLY,
+        "scale": "real.scales",
+        "lengths": "real.lengths",
+        "finetune_steps": "real.finetune_steps",
+        "task": "task",  # a RULER prompt task (posenc list task), scored beside the perplexity
+    }
     out = ["experiment=real", pick]
     for name, value in options.items():
         out.append(f"{keys[name]}={_items(value) if isinstance(value, list) else _quoted(value)}")
@@ -134,14 +140,15 @@ def run_real(
             f"{flag(own_given[0])} applies to posenc's own models, not to the real model --model '{model}'"
             + ("; fine-tune it with --finetune-steps" if own_given[0] == "steps" else "")
         )
-    check_overrides(overrides)
+    check_overrides([*([f"task={options['task']}"] if "task" in options else []), *overrides])
     seed = [f"seed={ctx.params['seed']}"] if given(ctx, ["seed"]) else []
     composed = [*real_overrides(model, options), *seed, *overrides]
     cfg = compose(composed)
-    if any(o.lstrip("+~").split("=")[0] == "seed" for o in [*seed, *overrides]) and not cfg.real.finetune_steps:
+    seeded = any(o.lstrip("+~").split("=")[0] == "seed" for o in [*seed, *overrides])
+    if seeded and not cfg.real.finetune_steps and not is_prompt_task(cfg):
         raise UserError(
             f"--seed is unused: the real model --model '{model}' is scored deterministically; "
-            "it draws random numbers only to fine-tune (--finetune-steps)"
+            "it draws random numbers only to fine-tune (--finetune-steps) and for a RULER task's prompts (--task)"
         )
     protocol = instantiate(cfg.protocol, "protocol")
     protocol.check(cfg)
@@ -151,8 +158,15 @@ def run_real(
     print_result(result)
 
 
+def is_prompt_task(cfg: Any) -> bool:
+    """Whether ``task=…`` picks a RULER prompt task, whose prompts the seed draws."""
+    from posenc.experiments.real_ruler import chosen_task
+
+    return chosen_task(cfg) is not None
+
+
 def print_result(result: Any) -> None:
-    """The perplexity table under its title, the passkey pivot, and the paths written."""
+    """The perplexity table under its title, the passkey and RULER pivots, and the paths written."""
     from posenc.cli.extrapolate import print_table
 
     config, summary = result.run.read_config(), result.run.read_summary()
@@ -166,6 +180,14 @@ def print_result(result: Any) -> None:
         print_table(
             "passkey accuracy (length x depth)",
             accuracy.pivot_table(index=["scale", "depth"], columns="length", values="accuracy", sort=False)
+            .reset_index()
+            .rename(columns=str),
+        )
+    if "ruler" in result.tables:
+        ruler = result.tables["ruler"].fillna({"depth": "own"})  # a task without a needle depth: each trial's own
+        print_table(
+            f"{config['task']['name']}: string_match_all (length x depth); ruler.csv has the exact-match-all rate",
+            ruler.pivot_table(index=["scale", "depth"], columns="length", values="score", sort=False)
             .reset_index()
             .rename(columns=str),
         )

@@ -76,6 +76,17 @@ from posenc.engine.config import (
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.results import config_hash
 from posenc.engine.training import resolve_device
+from posenc.experiments.real_ruler import (
+    Chosen,
+    check_fits,
+    chosen_task,
+    prompts_of,
+    ruler_plan,
+    ruler_table,
+    ruler_trials,
+    score_ruler,
+    write_prompts,
+)
 from posenc.models import pretrained
 from posenc.models.families import FAMILIES, describe_rope, family_of, scaled_layer_type_of
 from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, scale_from_hf_config
@@ -437,6 +448,7 @@ class Prepared:
     tokens: torch.Tensor
     shipped: str
     remap: NoRemap = field(default_factory=NoRemap)  # built against the model's original context
+    task: Chosen | None = None  # a RULER prompt task (task=ruler_…), scored beside the perplexity
 
     @property
     def finetuned(self) -> dict[str, NoScale]:
@@ -486,9 +498,11 @@ def prepare(
     device: torch.device,
     seed: int = 0,
     remap: tuple[str, dict[str, Any]] | None = None,
+    task: Chosen | None = None,
 ) -> Prepared:
     """Every check that can fail on user input, before any weight is read or file written.
-    ``remap``: the remap option's name and config node (None: none); its rows read scale+remap."""
+    ``remap``: the remap option's name and config node (None: none); its rows read scale+remap.
+    ``task``: a RULER prompt task, whose prompts must fit the shortest length (``check_fits``)."""
     source = pretrained.resolve_source(checkpoint.path)
     config = pretrained.read_config(source)
     dtype = pretrained.check_dtype(checkpoint.dtype)
@@ -537,6 +551,8 @@ def prepare(
         )
     if settings.passkey_depths:
         passkey_prompt(tokenizer, min(settings.lengths), 0, passkey_key(0))  # long enough for the prompt
+    if task is not None:
+        check_fits(task, tokenizer, settings.lengths)
     return Prepared(
         checkpoint,
         settings,
@@ -551,6 +567,7 @@ def prepare(
         tokens,
         shipped,
         remap=remapped,
+        task=task,
     )
 
 
@@ -570,19 +587,21 @@ def read_settings(cfg: DictConfig) -> tuple[Checkpoint, RealSettings]:
 
 # The config keys a real-model run reads; the rest of the tree (pe, task, train, eval, scale)
 # configures posenc's own models. ``seed`` is read only to fine-tune.
-REAL_KEYS = ("real", "model", "seed", "cache_dir", "remap", "plots")
+REAL_KEYS = ("real", "model", "seed", "cache_dir", "remap", "plots", "task")
 
 
 def check_overrides(overrides: Sequence[str]) -> None:
     """An override of a key a real-model run does not read (``train.lr=…``, ``pe=…``, another
-    ``model=…`` option) is refused naming it and what it applies to."""
-    for override in overrides:
-        key = override.lstrip("+~").split("=", 1)[0]
+    ``model=…`` option; ``task.KEY=…`` unless ``task=…`` picks a task) is refused naming it and
+    what it applies to."""
+    keys = [override.lstrip("+~").split("=", 1)[0] for override in overrides]
+    for override, key in zip(overrides, keys):
         root = key.split(".")[0].split("@")[0]
-        if root not in REAL_KEYS or key == "model":
+        if root not in REAL_KEYS or key == "model" or (root == "task" and key != "task" and "task" not in keys):
             raise UserError(
                 f"override '{override}' applies to posenc's own models, not to a real model; "
-                "a real model takes real.*, model.path, model.dtype, model.device, cache_dir, remap and plots.format"
+                "a real model takes real.*, model.path, model.dtype, model.device, cache_dir, remap, plots.format "
+                "and a RULER task (task=ruler_…, task.*)"
             )
 
 
@@ -604,6 +623,7 @@ def run_config(p: Prepared) -> dict[str, Any]:
         "shipped_rope": p.shipped,
         # only when one is on, so the cells and folders of runs without a remap keep their hashes
         **({"remap": {"name": type(p.remap).__name__, **asdict(p.remap)}} if p.remap.active else {}),
+        **({"task": {"name": p.task.name, **p.task.node}} if p.task else {}),  # a RULER task, likewise
     }
 
 
@@ -679,6 +699,18 @@ class Real:
             keys=("scale", "length", "depth", "trial"),
             description="every passkey trial: its key, the needle's and the question's token, greedy decoding's text",
         ),
+        TableSpec(
+            "ruler",
+            keys=("task", "scale", "length", "depth"),
+            pairs=("trial",),
+            description="a RULER task's string_match_all and exact-match-all rate by scale, length and depth "
+            "(trials, Wilson interval, wall time)",
+        ),
+        TableSpec(
+            "ruler_trials",
+            keys=("task", "scale", "length", "depth", "trial"),
+            description="every RULER trial: the answers expected, greedy decoding's text, its score",
+        ),
     )
 
     def __init__(self) -> None:
@@ -692,11 +724,19 @@ class Real:
         remap = None
         if cfg.get("remap") is not None and cfg.choices.get("remap") not in (None, "none"):
             remap = (str(cfg.choices.remap), OmegaConf.to_container(cfg.remap, resolve=True))
+        task = chosen_task(cfg)
         memo = config_hash(
-            {"model": asdict(checkpoint), "real": asdict(settings), "seed": cfg.get("seed"), "d": device, "r": remap}
+            {
+                "model": asdict(checkpoint),
+                "real": asdict(settings),
+                "seed": cfg.get("seed"),
+                "d": device,
+                "r": remap,
+                "t": task and (task.name, task.node),
+            }
         )
         if memo not in self._prepared:
-            self._prepared[memo] = prepare(checkpoint, settings, device, int(cfg.get("seed") or 0), remap)
+            self._prepared[memo] = prepare(checkpoint, settings, device, int(cfg.get("seed") or 0), remap, task)
         return self._prepared[memo]
 
     def check(self, cfg: DictConfig) -> None:
@@ -713,7 +753,8 @@ class Real:
     def run(self, cfg: DictConfig, ctx: RunContext) -> Result:
         p = self.prepare(cfg, ctx.device)
         config = run_config(p)
-        cells = Cells.open(ctx.cache_dir(cfg), p.source.name, less(config, SHARED))
+        store = {k: v for k, v in config.items() if k != "task"}  # every task's: a RULER trial's key names it
+        cells = Cells.open(ctx.cache_dir(cfg), p.source.name, less(store, SHARED))
         fmt = figure_format(cfg)  # a bad plots.format stops here, before any work
         with ctx.running(f"real-{p.source.name}", config, key=less(config, GROWABLE)) as run:
             return self.score(p, cells, ctx, run, fmt)
@@ -726,7 +767,9 @@ class Real:
         forwards = plan_forwards(p.scales, s.lengths, s.windows)
         tuned = {name: plan_forwards({name: scale}, s.lengths, s.windows) for name, scale in p.finetuned.items()}
         passkeys = [(c, passkey_cell(*c)) for c in passkey_plan(p)]
+        rulers = ruler_plan(p.task, list(p.scales), s.lengths)
         planned = [f.key for f in forwards] + [f.key for fs in tuned.values() for f in fs] + [k for _, k in passkeys]
+        planned += [k for _, k in rulers]
         reused = sum(k in done for k in planned)
         if reused:
             ctx.emit("message", f"resuming: {reused} forward pass(es) already scored")
@@ -749,6 +792,11 @@ class Real:
         if todo_keys:
             model = model or p.load()
             score_passkeys(model, todo_keys, p, done, cells, ctx)
+        prompts = prompts_of(p.task, p.tokenizer, rulers) if p.task else {}
+        todo_keys = [(c, k) for c, k in rulers if k not in done]
+        if todo_keys:
+            model = model or p.load()
+            score_ruler(model, todo_keys, p.task, prompts, p, done, cells, ctx)
         used = [done[k] for k in planned]
         atomic_write_text(run.path / "cells.jsonl", "".join(json.dumps(r) + "\n" for r in used))
         scored = [r for r in used if "cells" in r]
@@ -760,6 +808,10 @@ class Real:
             trials = [r for r in used if "correct" in r]
             out["passkey"], out["passkey_trials"] = passkey_table(trials), passkey_trials(trials)
             plot_passkey(out["passkey"], run.path / f"passkey.{fmt}")
+        if p.task:
+            trials = [r for r in used if "all_found" in r]
+            out["ruler"], out["ruler_trials"] = ruler_table(trials), ruler_trials(trials)
+            write_prompts(run.path / "ruler_prompts.jsonl", prompts)
         plot(positions, p.original_length, run.path / f"per_position.{fmt}")
         result = ctx.write(run, self.tables, out)
         run.update_summary(

@@ -125,7 +125,7 @@ def test_passkey_table_and_heatmap(cli, real_models, tmp_path):
         (["--model", "REPLACE/tied", "real.tail=0"], "real.tail must be >= 1, got 0"),
         (["--model", "REPLACE/tied", "real.nothing=1"], "real.nothing"),
         # options and overrides of posenc's own models
-        (["--model", "REPLACE/tied", "--task", "copy"], "--task applies to posenc's own models, not to the real model"),
+        (["--model", "REPLACE/tied", "--task", "copy"], "task 'copy' trains posenc's own models; a real model is"),
         (["--model", "REPLACE/tied", "--pe", "alibi"], "--pe applies to posenc's own models, not to the real model"),
         (["--model", "REPLACE/tied", "--steps", "5"], "--steps applies to posenc's own models"),
         (["--model", "REPLACE/tied", "--seed", "1"], "--seed is unused: the real model"),
