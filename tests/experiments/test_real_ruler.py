@@ -201,3 +201,21 @@ def test_a_length_too_short_names_the_shortest_that_fits(cli, real_models, tmp_p
     code, _, err = cli("extrapolate", "--pe", "rope", "--task", "ruler_vt", "--results-dir", tmp_path / "own")
     assert code == 2 and "task 'ruler_vt' is a prompt for a pretrained model's tokenizer" in err
     assert not (tmp_path / "own").exists()
+
+
+def test_a_sweep_over_ruler_tasks(cli, real_models, tmp_path):
+    """experiment=real sweeps the task like any option (a task's own keys as ++task.KEY: Hydra
+    applies the others to the default task before it picks the swept one)."""
+    code, out, err = cli(
+        "sweep", "experiment=real", f"model.path='{real_models['tied']}'", "real.lengths=[500]",
+        "task=ruler_vt,ruler_fwe", "++task.trials=2", "--results-dir", tmp_path,
+    )  # fmt: skip
+    assert code == 0, err
+    [sweep] = list((tmp_path / "sweeps").iterdir())
+    runs = pd.read_csv(sweep / "runs.csv")
+    assert list(runs.task) == ["ruler_vt", "ruler_fwe"] and (runs.status == "completed").all()
+    for job, task in enumerate(("ruler_vt", "ruler_fwe")):
+        [run] = list((sweep / str(job) / "runs").iterdir())
+        table = pd.read_csv(run / "ruler.csv")
+        assert list(zip(table.task, table.scale)) == [(task, "none")]
+        assert (table.trials == 2).all() and (table.length == 500).all()
