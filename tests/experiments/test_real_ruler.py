@@ -196,6 +196,17 @@ def test_a_length_too_short_names_the_shortest_that_fits(cli, real_models, tmp_p
         f"the shortest length that fits its prompts (answer included) is {shortest} tokens"
     )
     assert not (tmp_path / "results").exists()
+    # the seed draws a prompt task's prompts, so --seed is taken (and checked after the lengths)
+    code, _, err = cli(
+        "extrapolate", "--model", real_models["tied"], "--task", "ruler_vt", "--lengths", "100", "--seed", "3",
+        "--results-dir", tmp_path / "results",
+    )  # fmt: skip
+    assert code == 2 and "real.lengths 100 is too short for task ruler_vt" in err
+    seeded = chosen_task(compose(["experiment=real", "model.path=x", "task=ruler_vt", "seed=3"])).task
+    assert (
+        seeded.seed == 3
+        and seeded.prompt(tokenizer, 2000, 0).text != chosen_task(cfg).task.prompt(tokenizer, 2000, 0).text
+    )
     code, _, err = cli("extrapolate", "--model", real_models["tied"], "--task", "passkey", "--results-dir", tmp_path)
     assert code == 2 and "task 'passkey' trains posenc's own models" in err and "real.passkey_depths" in err
     code, _, err = cli("extrapolate", "--pe", "rope", "--task", "ruler_vt", "--results-dir", tmp_path / "own")
