@@ -184,7 +184,9 @@ def print_result(result: Any) -> None:
             .rename(columns=str),
         )
     if "ruler" in result.tables:
-        ruler = result.tables["ruler"].fillna({"depth": "own"})  # a task without a needle depth: each trial's own
+        from posenc.experiments.real_ruler import labelled_depths
+
+        ruler = labelled_depths(result.tables["ruler"])  # a task without a needle depth: each trial's own
         print_table(
             f"{config['task']['name']}: string_match_all (length x depth); ruler.csv has the exact-match-all rate",
             ruler.pivot_table(index=["scale", "depth"], columns="length", values="score", sort=False)

@@ -80,6 +80,7 @@ from posenc.experiments.real_ruler import (
     Chosen,
     check_fits,
     chosen_task,
+    labelled_depths,
     prompts_of,
     ruler_plan,
     ruler_table,
@@ -812,6 +813,9 @@ class Real:
             trials = [r for r in used if "all_found" in r]
             out["ruler"], out["ruler_trials"] = ruler_table(trials), ruler_trials(trials)
             write_prompts(run.path / "ruler_prompts.jsonl", prompts)
+            title = f"{p.task.name}: trials with every answer found (string_match_all: ruler.csv)"
+            figure = run.path / f"ruler.{fmt}"
+            plot_cells(labelled_depths(out["ruler"]), figure, "all_found", "found", "needle depth", title)
         plot(positions, p.original_length, run.path / f"per_position.{fmt}")
         result = ctx.write(run, self.tables, out)
         run.update_summary(
@@ -1066,26 +1070,35 @@ def passkey_table(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
 def plot_passkey(accuracy: pd.DataFrame, path: Path) -> Path:
     """One length × depth heatmap of passkey exact match per scale, each cell labelled keys found
     of trials (chance, a uniform guess of the key, is 1/90000: 0 on this scale)."""
+    title = "passkey exact match (keys found / trials; chance 1/90000)"
+    return plot_cells(accuracy, path, "accuracy", "correct", "key depth", title, unit="%")
+
+
+def plot_cells(
+    table: pd.DataFrame, path: Path, value: str, found: str, ylabel: str, title: str, unit: str = ""
+) -> Path:
+    """One length × depth heatmap of ``value`` (a rate in [0, 1]) per scale, each cell labelled
+    ``found`` of ``trials``; a depth is a number in ``unit`` (passkey: %) or a label."""
     plt = pyplot()
 
-    scales = list(dict.fromkeys(accuracy.scale))
+    scales = list(dict.fromkeys(table.scale))
     fig, axes = plt.subplots(1, len(scales), figsize=(1.5 + 3 * len(scales), 3.4), squeeze=False)
     for ax, scale in zip(axes[0], scales):
-        part = accuracy[accuracy.scale == scale]
-        grid = part.pivot(index="depth", columns="length", values="accuracy")
-        found = part.pivot(index="depth", columns="length", values="correct")
+        part = table[table.scale == scale]
+        grid = part.pivot(index="depth", columns="length", values=value)
+        hits = part.pivot(index="depth", columns="length", values=found)
         trials = part.pivot(index="depth", columns="length", values="trials")
         ax.imshow(grid.values, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto", origin="lower")
         for i in range(grid.shape[0]):
             for j in range(grid.shape[1]):
-                if not pd.isna(found.values[i, j]):
-                    ax.text(j, i, f"{found.values[i, j]:.0f}/{trials.values[i, j]:.0f}", ha="center", va="center")
+                if not pd.isna(hits.values[i, j]):
+                    ax.text(j, i, f"{hits.values[i, j]:.0f}/{trials.values[i, j]:.0f}", ha="center", va="center")
         ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns], rotation=45)
-        ax.set_yticks(range(grid.shape[0]), [f"{d:g}%" for d in grid.index])
+        ax.set_yticks(range(grid.shape[0]), [d if isinstance(d, str) else f"{d:g}{unit}" for d in grid.index])
         ax.set_title(scale)
         ax.set_xlabel("length (tokens)")
-    axes[0][0].set_ylabel("key depth")
-    fig.suptitle("passkey exact match (keys found / trials; chance 1/90000)")
+    axes[0][0].set_ylabel(ylabel)
+    fig.suptitle(title)
     return save_figure(fig, path, tight=True)
 
 

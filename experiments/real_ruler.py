@@ -247,3 +247,9 @@ def write_prompts(path: Path, prompts: dict[tuple, RulerPrompt]) -> None:
         for (n, d, t), p in prompts.items()
     ]
     atomic_write_text(path, "".join(lines))
+
+
+def labelled_depths(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with a missing depth (a task whose trials place their needles themselves) read ``own``."""
+    depth = table.depth.astype(object)
+    return table.assign(depth=depth.where(table.depth.notna(), "own"))

@@ -158,6 +158,7 @@ def test_end_to_end_through_the_cli(cli, real_models, tmp_path):
         needle = p["text"].index(f"is {p['answers'][0]}.")
         assert (needle < p["text"].index("The river")) == (p["depth"] == 0.0)
     assert "ruler_niah_single_1: string_match_all" in out
+    assert (run / "ruler.png").read_bytes()[:4] == b"\x89PNG"  # the length x depth figure
     # a stored trial is what greedy decoding writes after its prompt; a rerun scores nothing again
     cfg = compose(
         [
