@@ -218,7 +218,8 @@ def run(cfgs: list[DictConfig], ctx: RunContext) -> Result:
         ).reset_index()
         table.columns = [c if isinstance(c, str) else f"{c}px" for c in table.columns]
         ended = long[["pe", *TRAINED_AT]].drop_duplicates("pe")  # one row per scheme: how its training ended
-        table = table.merge(ended, on="pe", how="left")
+        held_out = long[["pe", "split", "items"]].drop_duplicates("pe")  # the split the cells read, its items
+        table = table.merge(held_out, on="pe", how="left").merge(ended, on="pe", how="left")
         tables = {"table": table, "long": long}
         if similarity:
             tables["similarity"] = pd.DataFrame(similarity)

@@ -124,7 +124,8 @@ def variants(tables: Tables) -> list[tuple[str, Tables]]:
         groups = size_groups(pd.concat([t[SIZE_COLUMN] for t in pooled.values()]).dropna())
         if len(groups) > 1:
             for g in groups:
-                view = {name: t[t[SIZE_COLUMN].isin(g)] for name, t in pooled.items()}
+                # a size's own columns only: the lengths another size was scored at are not its own
+                view = {name: t[t[SIZE_COLUMN].isin(g)].dropna(axis=1, how="all") for name, t in pooled.items()}
                 out.append((f"{_count(min(g))} params", {k: v for k, v in view.items() if len(v)}))
     return out
 

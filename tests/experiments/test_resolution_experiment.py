@@ -50,6 +50,8 @@ def test_tiny_run_writes_the_table(tmp_path):
         "seed",
         "16px",
         "32px",
+        "split",
+        "items",
         "steps",
         "criterion",
         "target",
@@ -73,12 +75,13 @@ def test_tiny_run_writes_the_table(tmp_path):
         ["rope2d_axial", "extrapolate", 1],
     ]
     assert table[["16px", "32px"]].isin([i / 8 for i in range(9)]).all().all()  # accuracies over 8 images
+    assert (table.split == "test").all() and (table["items"] == 8).all()  # the held-out scenes, their count
     no_ft = table[table.finetune_steps == 0]
     # at the trained resolution every method is the same model
     assert no_ft[no_ft.pe == "rope2d_axial"]["32px"].nunique() == 1
     for name in ("table.csv", "table.md", "long.csv", "accuracy.png", "similarity.csv", "similarity_learned.png"):
         assert (run_dir.path / name).is_file(), name
-    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 11)
+    assert pd.read_csv(run_dir.path / "table.csv").shape == (6, 13)
     assert list(result.tables["long"].columns[:6]) == [
         "pe",
         "method",

@@ -245,3 +245,18 @@ def test_the_correction_and_level_come_from_the_data_file(tmp_path, monkeypatch)
     with pytest.raises(ConfigError, match="verdicts.correction must be holm or bh"):
         Family("F", [])
     literature.verdict_settings.cache_clear()
+
+
+def test_a_size_reads_only_the_lengths_it_was_scored_at():
+    """The scale sweep scores 64 and 1024; the main table (another size) also 128: the small
+    size's view has no all-empty 128 column, which would make every span that spans it empty."""
+    from posenc.reporting.reference_report import variants
+
+    tables = {
+        "extrapolation_text": text_rows((100_000,), (0.9,)).assign(**{"128": 2.2}),
+        "extrapolation_text_scale": text_rows((1000,), (0.1,)),
+    }
+    views = dict(variants(tables))
+    assert set(views) == {"2k params", "200k params"}
+    assert "128" not in views["2k params"]["extrapolation_text"]
+    assert "128" in views["200k params"]["extrapolation_text"]
