@@ -89,7 +89,7 @@ from posenc.experiments.real_ruler import (
     write_prompts,
 )
 from posenc.models import pretrained
-from posenc.models.families import FAMILIES, describe_rope, family_of, scaled_layer_type_of
+from posenc.models.families import FAMILIES, describe_rope, family_of, remap_refusal, scaled_layer_type_of
 from posenc.models.hf import llama_config_for, rope_parameters, save_hf_llama, scale_from_hf_config
 from posenc.pe.remap.base import NoRemap
 from posenc.pe.rope import RoPE
@@ -476,19 +476,26 @@ def device_of(checkpoint: Checkpoint, default: torch.device | None = None) -> to
         raise ConfigError(str(e).replace("train.device", "model.device")) from None
 
 
-def build_remap(name: str, node: dict[str, Any], config: Any, original_length: int, longest: int) -> NoRemap:
+def build_remap(
+    name: str,
+    node: dict[str, Any],
+    config: Any,
+    original_length: int,
+    longest: int,
+    scaled_layers: str | None = None,
+) -> NoRemap:
     """The remap option ``name`` (its config ``node``) measured against the model's original context
-    and checked against the model (a family posenc's own attention runs) and the longest length."""
+    and checked against the model (its remapped layers, those ``scaled_layers`` names or the family's
+    scaled ones, take plain causal attention: ``remap_refusal``) and the longest length."""
     if "original_length" in node:
         node = {**node, "original_length": original_length}
     remap = instantiate(node, f"remap/{name}")
     if remap.active:
         family = family_of(config)
-        if not family.native:
-            raise ConfigError(
-                f"remap '{name}' runs in posenc's own attention, which {FAMILIES['llama'].label} models load into; "
-                f"'{family.model_type}' runs transformers' attention"
-            )
+        layers = None if family.native else scaled_layer_type_of(config, scaled_layers or family.scaled_layer_type)
+        why = remap_refusal(config, layers)
+        if why:
+            raise ConfigError(f"remap '{name}' cannot run on '{family.model_type}': {why}")
         remap.check_lengths(longest)
     return remap
 
@@ -523,7 +530,7 @@ def prepare(
     shipped, shipped_scale = shipped_rope(config)
     for name, scale in scales.items():
         check_stacking(name, scale, shipped_scale)
-    remapped = build_remap(*remap, config, original, longest) if remap else NoRemap()
+    remapped = build_remap(*remap, config, original, longest, checkpoint.scaled_layers) if remap else NoRemap()
     if remapped.active:
         if settings.finetune_steps:
             raise ConfigError(f"real.finetune_steps with remap '{remap[0]}': fine-tuning takes no remap; drop one")
