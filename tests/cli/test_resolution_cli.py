@@ -56,6 +56,8 @@ def test_resolution_end_to_end(tmp_path, request):
         "seed",
         "16px",
         "32px",
+        "split",
+        "items",
         "steps",
         "criterion",
         "target",
@@ -63,6 +65,7 @@ def test_resolution_end_to_end(tmp_path, request):
         "target_step",
     ]
     assert (table.steps == 2).all() and not table.reached_target.any()  # 2 steps: short of 0.95
+    assert (table.split == "test").all() and (table["items"] == 8).all()  # the held-out scenes
     assert table[["pe", "method", "finetune_steps"]].values.tolist() == [
         ["learned", "bicubic", 0],
         ["learned", "bicubic", 1],
