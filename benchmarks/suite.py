@@ -56,6 +56,9 @@ class Sizes:
     real_layers: int = 30
     real_model: str | None = None
     real_vocab: int | None = None  # the family rows' vocabulary (None: each model's own)
+    precision_steps: int = 200  # the short run of each precision (``train_precision``)
+    precision_windows: int = 64  # the validation windows that score it
+    suite_sweeps: str | None = None  # the standard suite's sweeps the start-up rows plan (None: all)
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -74,6 +77,9 @@ class Sizes:
             real_lengths=(64,),
             real_layers=2,
             real_vocab=512,
+            precision_steps=4,
+            precision_windows=4,
+            suite_sweeps="extrapolation_target",
         )
 
 
@@ -241,11 +247,10 @@ def _throughput_row(
     sizes: Sizes,
     threads: int,
     goal: float,
+    benchmark: str = "train throughput",
 ) -> dict[str, Any]:
     timing = _sized_interleaved(ours, reference, sizes, threads, sizes.block_time)
-    r = row(
-        "train throughput", case, tokens / timing.ours, tokens / timing.reference, "tokens/s", f">= {goal}", True, goal
-    )
+    r = row(benchmark, case, tokens / timing.ours, tokens / timing.reference, "tokens/s", f">= {goal}", True, goal)
     r["ratio"], r["met"] = timing.ratio, bool(timing.ratio >= goal)  # the median of per-round ratios, not of medians
     r["ratio_low"], r["ratio_high"] = median_interval(timing.ratios)
     return r
@@ -290,6 +295,66 @@ def train_throughput(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                 0.9,
             )
         )
+    return rows
+
+
+# bf16 against float32 after the same short run: relative difference of validation bits per byte
+PRECISION_TOLERANCE = 0.02
+
+
+def train_precision(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """lm_tiny (RoPE) trained in bf16 autocast (``train.precision=bf16``: matmuls and attention in
+    bf16, positions, angles, norms and losses in float32) against float32: tokens/s of the training
+    step, the two interleaved (``interleaved``); then a short run of ``sizes.precision_steps`` steps
+    of the training loop in each precision from the same initialisation and batches, its validation
+    bits per byte (``sizes.precision_windows`` windows, scored in float32 as the loop validates),
+    goal within ``PRECISION_TOLERANCE`` of float32's. bf16 keeps float32's exponent range, so the
+    run needs no loss scaling (Kalamkar et al. 2019, "A Study of BFLOAT16 for Deep Learning
+    Training")."""
+    from posenc.engine.build import build
+    from posenc.engine.config import compose
+    from posenc.engine.evaluation import evaluate
+    from posenc.engine.training import autocast, train
+
+    torch.set_num_threads(threads)
+    b, s = sizes.batch, sizes.seq_len
+    overrides = ["pe=rope", f"train.seq_len={s}", f"train.batch_size={b}", f"train.steps={sizes.precision_steps}"]
+    cpu = torch.device("cpu")
+    steps = {}
+    for precision in ("bf16", "fp32"):
+        model = _lm("rope", overrides)
+
+        def forward(x: torch.Tensor, model=model, precision=precision) -> torch.Tensor:
+            with autocast(cpu, precision):
+                return model(x)
+
+        steps[precision] = _train_step(model, forward, b, s, model.vocab_size)
+    rows = [
+        _throughput_row(
+            "lm_tiny rope bf16 vs fp32", steps["bf16"], steps["fp32"], b * s, sizes, threads, 1.0, "train precision"
+        )
+    ]
+    bits = {}
+    for precision in ("bf16", "fp32"):  # the same seed: the same initial weights and batches
+        setup = build(compose([*overrides, f"train.precision={precision}", "train.device=cpu"]))
+        task, size = setup.task, setup.task.input_size(s)
+        batches = lambda n, g, task=task, size=size: task.train_batch(n, size, g)  # noqa: E731
+        train(setup.model, batches, setup.train, seed=setup.seed)
+        windows = task.eval_set(size, sizes.precision_windows, "val")
+        bits[precision] = float(evaluate(setup.model, *windows, batch_size=setup.eval.batch_size)["bits"])
+    ratio = bits["bf16"] / bits["fp32"]
+    rows.append(
+        {
+            "benchmark": "train precision",
+            "case": f"lm_tiny rope bf16 vs fp32 val bits/byte after {sizes.precision_steps} steps",
+            "posenc": bits["bf16"],
+            "reference": bits["fp32"],
+            "unit": "bits/byte",
+            "ratio": ratio,
+            "goal": f"|ratio - 1| <= {PRECISION_TOLERANCE:g}",
+            "met": abs(ratio - 1) <= PRECISION_TOLERANCE,
+        }
+    )
     return rows
 
 
@@ -770,6 +835,40 @@ def cli_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
+SUITE_START_GOAL = 10.0  # seconds from the command to its first job (issue 30)
+
+
+def suite_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """Wall time of ``posenc suite --suite standard --dry-run`` (every job composed and checked,
+    nothing run: what comes before the first job) in fresh processes, with empty caches; again
+    with the compositions kept but every job checked (as after an edit of posenc's code); and
+    with both kept (planned before; the median of ``repeats``). Goal: under 10 s."""
+    import tempfile
+    from pathlib import Path
+
+    only = ["--only", sizes.suite_sweeps] if sizes.suite_sweeps else []
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="posenc-suite-startup-") as tmp:
+        command = [sys.executable, "-m", "posenc", "suite", "--suite", "standard", *only, "--dry-run"]
+        command += ["--results-dir", str(Path(tmp) / "results")]
+        composed, checked = str(Path(tmp) / "composed"), str(Path(tmp) / "checked")
+
+        def seconds(check_cache: str) -> float:
+            env = {**os.environ, "POSENC_COMPOSE_CACHE": composed, "POSENC_CHECK_CACHE": check_cache}
+            start = time.perf_counter()
+            subprocess.run(command, capture_output=True, check=True, env=env)
+            return time.perf_counter() - start
+
+        cases = [("nothing kept", [seconds(checked)]), ("compositions kept, every job checked", [seconds("off")])]
+        cases.append(("planned before", [seconds(checked) for _ in range(sizes.repeats)]))
+        for case, times in cases:
+            median = statistics.median(times)
+            plan = f"posenc suite --suite standard{' --only ' + sizes.suite_sweeps if only else ''} --dry-run"
+            goal = f"< {SUITE_START_GOAL:g} s"
+            rows.append(row("suite start-up", f"{plan}: {case}", median, 1.0, "s", goal, False, SUITE_START_GOAL))
+    return rows
+
+
 def remap_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Each position remap's long forward against the unremapped one (``posenc.benchmarks.remaps``,
     a module of its own that imports this one)."""
@@ -780,6 +879,7 @@ def remap_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 
 CASES = {
     "train": train_throughput,
+    "precision": train_precision,
     "rope": rope_apply,
     "long": long_eval,
     "remaps": remap_forward,
@@ -787,4 +887,5 @@ CASES = {
     "families": family_forward,
     "vit": vit_forward,
     "cli": cli_startup,
+    "suite": suite_startup,
 }

@@ -14,7 +14,7 @@ from posenc.cli.common import console, fail, user_errors
 
 def bench(
     only: Annotated[
-        str | None, typer.Option(help="Comma list of cases: train, rope, long, real, vit, cli (default: all).")
+        str | None, typer.Option(help="Comma list of cases (default: all; a wrong name lists the valid ones).")
     ] = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Tiny sizes and short timings: checks the harness only.")
@@ -75,9 +75,10 @@ def bench(
     if lengths:
         sizes = dataclasses.replace(sizes, real_lengths=lengths)
     rows = [r for name in names for r in CASES[name](sizes, threads)]
-    table = pd.DataFrame(rows)
-    write_table(table, out, "bench")
     env = environment(threads)
+    # each row names the CPU it was measured on (the ratios depend on it; see ``environment``)
+    table = pd.DataFrame(rows).assign(cpu=env["cpu"])
+    write_table(table, out, "bench")
     write_json(out / "environment.json", {**env, "quick": quick, "clock": clock})
 
     view = Table(

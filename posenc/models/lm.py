@@ -188,12 +188,15 @@ class CausalLM(nn.Module):
         self, positions: torch.Tensor, batch: int, dtype: torch.dtype
     ) -> tuple[torch.Tensor | None, int]:
         """The bias every layer shares and the query chunk size: on ``sdpa_key_bias`` a per-key
-        (…, n_h, 1, s) bias where it is exact (float32 or wider, non-decreasing positions), else a full
-        (…, n_h, s, s) bias at short lengths, else None and chunks built inside attention."""
+        (…, n_h, 1, s) bias where it is exact (float32 or wider, non-decreasing positions) and s > b·h_d,
+        else a full (…, n_h, s, s) bias at short lengths, else None and chunks built inside attention."""
         s = positions.shape[-1]
         # the key-only form equals the bias under a causal mask (a row constant cancels), exactly so
-        # in float32 over positions that never decrease
-        if self.attention_backend == "sdpa_key_bias" and dtype in (torch.float32, torch.float64):
+        # in float32 over positions that never decrease. It widens q, k and v by one dimension (three
+        # copies of b·n_h·s·h_d, and their gradients); a full (n_h, s, s) bias is shared by the batch,
+        # so while s <= b·h_d (training batches) that one mask costs SDPA less than the copies
+        wide = s > batch * self.head_dim
+        if self.attention_backend == "sdpa_key_bias" and wide and dtype in (torch.float32, torch.float64):
             if bool((positions.diff(dim=-1) >= 0).all()):
                 return self.pe.key_bias(positions)[..., None, :], s  # (…, n_h, 1, s)
         chunk = self.attention_chunk(batch, s)

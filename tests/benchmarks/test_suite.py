@@ -110,7 +110,9 @@ def test_bench_train_on_the_cpu_clock(cli, tmp_path):
         "met",
         "ratio_low",
         "ratio_high",
+        "cpu",
     ]
+    assert (table["cpu"] == json.loads((tmp_path / "environment.json").read_text())["cpu"]).all()
     assert set(table["benchmark"]) == {"train throughput"} and (table["ratio"] > 0).all()
     assert ((table["ratio_low"] <= table["ratio"]) & (table["ratio"] <= table["ratio_high"])).all()
     assert "[" in out  # the interval beside each ratio
@@ -154,3 +156,22 @@ def test_bench_real_options_are_checked_first(cli, tmp_path):
     code, _, err = cli("bench", "--only", "real", "--real-model", tmp_path / "missing.gguf", "--out", tmp_path / "x")
     assert code == 2 and "does not exist" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_precision_rows_compare_bf16_training_with_float32():
+    from posenc.benchmarks.suite import PRECISION_TOLERANCE, train_precision
+
+    rows = train_precision(Sizes.quick(), threads=1)
+    assert [r["case"] for r in rows] == [
+        "lm_tiny rope bf16 vs fp32",
+        "lm_tiny rope bf16 vs fp32 val bits/byte after 4 steps",
+    ]
+    step, val = rows
+    assert step["unit"] == "tokens/s" and step["posenc"] > 0 and step["reference"] > 0
+    assert step["ratio_low"] <= step["ratio"] <= step["ratio_high"] and step["met"] == (step["ratio"] >= 1.0)
+    # four steps from one initialisation: both near the 8 bits/byte of a uniform byte model, and
+    # bf16 within the tolerance of float32 (a broken autocast path, NaN or diverged, fails here)
+    assert 6.0 < val["reference"] < 8.5 and 6.0 < val["posenc"] < 8.5
+    assert val["ratio"] == pytest.approx(val["posenc"] / val["reference"])
+    assert val["met"] and abs(val["ratio"] - 1) <= PRECISION_TOLERANCE
+    assert val["goal"] == f"|ratio - 1| <= {PRECISION_TOLERANCE:g}"

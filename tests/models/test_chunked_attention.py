@@ -92,12 +92,21 @@ def test_alibi_key_only_form_runs_without_any_mask_and_matches_the_relative_form
     assert_close(key_only, relative, rtol=1e-4, atol=1e-4)
 
 
-def test_key_only_path_needs_float32():
-    model = tiny_model("alibi")
-    bias, _ = model.attention_bias(torch.arange(8), 1, torch.float32)
-    assert bias.shape == (4, 1, 8)
-    bias, chunk = model.attention_bias(torch.arange(8), 1, torch.bfloat16)
-    assert bias.shape == (4, 8, 8) and chunk == 8
+def test_key_only_path_needs_float32_and_a_length_past_batch_times_head_dim():
+    model = tiny_model("alibi")  # head_dim 8
+    bias, _ = model.attention_bias(torch.arange(9), 1, torch.float32)
+    assert bias.shape == (4, 1, 9)
+    bias, chunk = model.attention_bias(torch.arange(9), 1, torch.bfloat16)
+    assert bias.shape == (4, 9, 9) and chunk == 9
+    # s <= b·h_d (a training batch): the one full bias the batch shares, not three widened copies
+    bias, chunk = model.attention_bias(torch.arange(9), 2, torch.float32)
+    assert bias.shape == (4, 9, 9) and chunk == 9
+    idx = torch.randint(0, 17, (2, 9))
+    full = model(idx)
+    model.bias_chunk = 9  # the relative form, built by the chunked path
+    assert_close(full, model(idx), rtol=1e-5, atol=1e-5)
+    model.bias_chunk = None
+    assert_close(full[:1], model(idx[:1]), rtol=1e-5, atol=1e-5)  # batch 1: the key-only form
 
 
 # --- the bias of i − j as views of one vector (toeplitz_bias_attention) --------------------------
