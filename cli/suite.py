@@ -38,8 +38,12 @@ def suite(
         bool, typer.Option("--dry-run", help="Plan and check every job, print them, run nothing.")
     ] = False,
     report_from: Annotated[
-        Path | None,
-        typer.Option("--report-from", help="Write the report from this finished suite folder; run nothing."),
+        list[Path] | None,
+        typer.Option(
+            "--report-from",
+            help="Write the report from this finished suite folder; run nothing. Repeat it for a suite run "
+            "across folders (a committed report's suite/ folder and the sweeps run since).",
+        ),
     ] = None,
     into: Annotated[
         Path | None,
@@ -63,7 +67,8 @@ def suite(
     finding it mirrors. Extra overrides go to every job; hydra.launcher.* ones to the launcher.
 
     Example: posenc suite --quick          (posenc suite --launcher submitit_slurm hydra.launcher.partition=gpu;
-    sweep by sweep: posenc suite --suite standard --only order --into results/suites/DIR)
+    sweep by sweep: posenc suite --suite standard --only order --into results/suites/DIR; a report from
+    several folders: posenc suite --report-from results/suite --report-from results/suites/DIR)
     """
     from posenc.launch import suite as suites
     from posenc.reporting.reference_report import write_report
@@ -79,7 +84,7 @@ def suite(
         if report_from is not None:
             if quick or name or launcher or dry_run or only or seeds or overrides or into:
                 raise UserError("--report-from writes the report of a finished suite; it takes no other run option")
-            report = write_report(suites.collect(report_from), suites.read(report_from), target)
+            report = write_report(*suites.merge(report_from), target)
             console.print(f"report: {report}", highlight=False, soft_wrap=True)
             return
         if quick and name:

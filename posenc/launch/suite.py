@@ -449,6 +449,45 @@ def collect(suite_dir: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
+def merge(folders: Sequence[Path]) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """The tables and record of one suite run across several folders (sittings, machines, or a
+    committed report's ``suite/`` folder beside the folder of the sweeps run since), for
+    ``posenc suite --report-from A --report-from B``. Every folder holds the same suite and seeds;
+    each sweep ran to its end in one folder only; a table two folders fill gets both folders' rows.
+    The record's seconds add up, and a sweep one folder left out and another ran counts as run."""
+    if len(folders) == 1:
+        return collect(folders[0]), read(folders[0])
+    metas = [read(f) for f in folders]
+    first, where = metas[0], f"'{folders[0]}'"
+    ran: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for folder, meta in zip(folders, metas):
+        if meta.get("suite") != first.get("suite"):
+            raise UserError(
+                f"'{folder}' holds the suite '{meta.get('suite')}', {where} the suite '{first.get('suite')}'"
+            )
+        if meta.get("seeds") != first.get("seeds"):
+            raise UserError(f"'{folder}' ran seeds {meta.get('seeds')}, {where} ran seeds {first.get('seeds')}")
+        for name, sweep in meta["sweeps"].items():
+            if sweep.get("seconds") is None:
+                if sweep.get("dir"):  # its rows would join a table another folder may fill
+                    raise UserError(f"the sweep {name} in '{folder}' did not finish: run it again or leave it out")
+                continue
+            if name in ran:
+                raise UserError(f"the sweep {name} ran in both '{ran[name][0]}' and '{folder}'; give one of them")
+            ran[name] = (folder, sweep)
+    tables: dict[str, pd.DataFrame] = {}
+    for folder in folders:
+        for name, table in collect(folder).items():
+            _join(tables, name, table)
+    merged = {k: v for k, v in first.items() if k != "tables"}
+    merged["sweeps"] = {name: ran[name][1] for name in sorted(ran)}
+    merged["left_out"] = {k: v for m in metas for k, v in (m.get("left_out") or {}).items() if k not in ran}
+    merged["seconds"] = sum(s["seconds"] for s in merged["sweeps"].values())
+    merged["created"] = min(m["created"] for m in metas if m.get("created"))
+    merged["finished"] = max((m["finished"] for m in metas if m.get("finished")), default=None)
+    return tables, merged
+
+
 def _join(tables: dict[str, pd.DataFrame], name: str, rows: pd.DataFrame) -> None:
     tables[name] = pd.concat([tables[name], rows], ignore_index=True) if name in tables else rows
 

@@ -413,6 +413,56 @@ def _body(report: Path) -> str:
     return report.read_text().rsplit("\n---\nWritten ", 1)[0]
 
 
+def test_a_report_reads_a_committed_report_folder_and_the_sweeps_run_since(tmp_path):
+    """--report-from A --report-from B: a committed report's suite/ folder (one sweep) and a new
+    suite folder (another sweep) give one report with both sweeps' tables and added seconds;
+    the same sweep in both, another suite, or other seeds is one line, exit 2, nothing written."""
+    suite = tiny_suite(tmp_path / "tiny.yaml")
+    res, out = tmp_path / "res", tmp_path / "out"
+    first = ["suite", "--suite", str(suite), "--results-dir", str(res)]
+    result = runner.invoke(app, [*first, "--only", "extrapolation_text", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, [*first, "--only", "check", "--out", str(tmp_path / "elsewhere")])
+    assert result.exit_code == 0, result.output
+    (later,) = [
+        d for d in (res / "suites").iterdir() if "check" in json.loads((d / "suite.json").read_text())["sweeps"]
+    ]
+    both = tmp_path / "both"
+    result = runner.invoke(
+        app, ["suite", "--report-from", str(out / "suite"), "--report-from", str(later), "--out", str(both)]
+    )
+    assert result.exit_code == 0, result.output
+    meta = json.loads((both / "suite" / "suite.json").read_text())
+    assert set(meta["sweeps"]) == {"extrapolation_text", "check"}
+    assert (
+        "check" not in meta["left_out"] and "extrapolation_text" not in meta["left_out"] and "order" in meta["left_out"]
+    )
+    took = [json.loads((d / "suite.json").read_text())["seconds"] for d in (out / "suite", later)]
+    assert meta["seconds"] == pytest.approx(sum(took))
+    for name in ("extrapolation_text", "check"):
+        pd.testing.assert_frame_equal(
+            pd.read_csv(both / "suite" / f"{name}.csv"),
+            pd.read_csv((out if name == "extrapolation_text" else tmp_path / "elsewhere") / "suite" / f"{name}.csv"),
+        )
+    assert "check" in (both / "REPORT.md").read_text()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    record = json.loads((later / "suite.json").read_text())
+    for change, message in [
+        ({}, f"error: the sweep check ran in both '{later}' and '{other}'; give one of them"),
+        ({"seeds": [0]}, f"error: '{other}' ran seeds [0], '{later}' ran seeds [0, 1]"),
+        ({"suite": "quick"}, f"error: '{other}' holds the suite 'quick', '{later}' the suite 'tiny'"),
+    ]:
+        (other / "suite.json").write_text(json.dumps({**record, **change}))
+        result = runner.invoke(
+            app, ["suite", "--report-from", str(later), "--report-from", str(other), "--out", str(tmp_path / "no")]
+        )
+        assert result.exit_code == 2, result.output
+        assert " ".join(result.output.split()) == message
+    assert not (tmp_path / "no").exists()
+
+
 def test_the_committed_report_is_what_the_code_writes_from_the_committed_tables(tmp_path):
     result = runner.invoke(app, ["suite", "--report-from", str(ROOT / "results" / "suite"), "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
