@@ -16,6 +16,13 @@ def _check_every_job(monkeypatch):
     monkeypatch.setenv("POSENC_CHECK_CACHE", "off")
 
 
+@pytest.fixture(autouse=True)
+def _compose_every_config(monkeypatch):
+    """Configs are composed afresh in the tests, as with the check cache: nothing is read from or
+    written to the user's cache folder; tests/engine/test_compose_cache.py turns the cache on."""
+    monkeypatch.setenv("POSENC_COMPOSE_CACHE", "off")
+
+
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run the posenc CLI in-process: returns (exit code, stdout, stderr)."""

@@ -13,6 +13,7 @@ is put on ``sys.path``, so a ``_target_`` may name a module that sits in it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import importlib.resources
@@ -98,9 +99,17 @@ def list_options(group: str) -> dict[str, str]:
     researcher's config folders)."""
     options = {}
     for name, entry in _option_files(group).items():
-        node = yaml.safe_load(entry.read_text()) or {}
+        node = _parsed(entry.read_text()) or {}
         options[name] = str(node.get("description", ""))
     return options
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Any:
+    """An option file's YAML, parsed once per text (a plan lists and reads options thousands of
+    times; keyed by the text itself, so an edited file is parsed again). Callers must not mutate
+    it: ``option_node`` hands out copies."""
+    return yaml.safe_load(text)
 
 
 def target_class(node: Any, path: str) -> Any:
@@ -144,7 +153,7 @@ def option_file(group: str, option: str) -> Any:
 
 def option_node(group: str, option: str) -> dict[str, Any]:
     """The raw YAML of ``configs/<group>/<option>.yaml`` (before composition)."""
-    return yaml.safe_load(option_file(group, option).read_text()) or {}
+    return copy.deepcopy(_parsed(option_file(group, option).read_text())) or {}
 
 
 def option_class(group: str, option: str) -> Any:
@@ -186,7 +195,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``configs/config.yaml`` with Hydra overrides (``pe=rope``, ``train.lr=1e-3``).
 
     The result has a ``choices`` node naming the option picked in every group, and no
-    ``hydra`` node.
+    ``hydra`` node. A composition that succeeded before over the same YAML files and overrides
+    is not composed again (``posenc.engine.compose_cache``).
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
@@ -194,16 +204,24 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    _check_choices(overrides)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            cfg = hydra_compose("config", overrides=[*overrides, *searchpath_overrides()], return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(_hydra_message(e)) from None
-    finally:
+    from posenc.engine.compose_cache import remembered
+
+    searchpath = searchpath_overrides()
+
+    def composed() -> DictConfig:
+        _check_choices(overrides)
         GlobalHydra.instance().clear()
-    return with_choices(cfg, cfg.hydra.runtime.choices)
+        try:
+            with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+                cfg = hydra_compose("config", overrides=[*overrides, *searchpath], return_hydra_config=True)
+        except (HydraException, OmegaConfBaseException) as e:
+            raise ConfigError(_hydra_message(e)) from None
+        finally:
+            GlobalHydra.instance().clear()
+        return with_choices(cfg, cfg.hydra.runtime.choices)
+
+    # the same tree and overrides compose to the same config (posenc.engine.compose_cache)
+    return remembered([config_root(), *user_config_dirs()], [*overrides, *searchpath], composed)
 
 
 def with_choices(cfg: DictConfig, choices: Any) -> DictConfig:

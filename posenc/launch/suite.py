@@ -187,7 +187,7 @@ def plan(
     """Every sweep of the suite with its jobs, each composed and built (``check_jobs``), so that
     a mistake stops the suite before any job runs. ``only`` picks sweeps by name; ``extra``
     overrides go to every sweep (after the suite's own, so they win)."""
-    from posenc.launch.overrides import expand, explicit
+    from posenc.launch.overrides import product, sweeps, written_out
     from posenc.launch.sweep import check_jobs
 
     seeds = list(suite.seeds if seeds is None else seeds)
@@ -206,14 +206,15 @@ def plan(
         for control in spec.controls:
             if not set(control.split()) & set(schemes):
                 raise ConfigError(f"{where}: control '{control}' names no scheme; valid: {', '.join(schemes)}")
-        chosen = [f"{group}={','.join(selected(group, selector, where))}" for group, selector in spec.select.items()]
-        overrides = [*chosen, *spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
+        picked = [f"{group}={','.join(selected(group, selector, where))}" for group, selector in spec.select.items()]
+        overrides = [*picked, *spec.overrides, *extra, f"seed={','.join(map(str, seeds))}"]
         try:
-            jobs = expand(overrides)
+            swept = sweeps(overrides)[0]  # parsed once: the jobs, and the overrides that launch them
+            jobs = product(swept)
             check_jobs(jobs)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
-        planned.append(PlannedSweep(spec, explicit(overrides), jobs, model_size(jobs[0])))
+        planned.append(PlannedSweep(spec, written_out(swept), jobs, model_size(jobs[0])))
     return planned
 
 

@@ -44,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posenc.core.errors import ConfigError
 from posenc.core.io import write_json
+from posenc.engine.compose_cache import UNCOMPOSED, cache_folder
 from posenc.engine.context import Event, Experiment, RunContext, error_line, main_table
 from posenc.engine.results import RunDir, make_unique_dir
 from posenc.launch.listing import (
@@ -205,30 +206,27 @@ CHECK_CACHE_ENV = "POSENC_CHECK_CACHE"  # a folder for the jobs already checked;
 def check_cache() -> Path | None:
     """Where checked jobs are remembered: ``$POSENC_CHECK_CACHE``, else the user's cache folder
     (``$XDG_CACHE_HOME`` or ``~/.cache``)/posenc/checked; None when it is ``off``."""
-    value = os.environ.get(CHECK_CACHE_ENV)
-    if value == "off":
-        return None
-    if value:
-        return Path(value)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "posenc" / "checked"
+    return cache_folder(CHECK_CACHE_ENV, "checked")
 
 
 @functools.cache
 def code_fingerprint() -> str:
     """A hash of everything a job's check reads besides its overrides: posenc's code and config
-    tree, the researcher's config folders, and the versions of the packages that build models or
-    that a check asks for (a logger's, a launcher's): installing or removing one checks again."""
+    tree (but for the suites, ``_a_suite``), the researcher's config folders, and the versions of
+    the packages that build models or that a check asks for (a logger's, a launcher's): installing
+    or removing one checks again."""
     import importlib.metadata
 
     from posenc.engine.config import user_config_dirs
 
     digest = hashlib.blake2b(digest_size=16)
-    roots = [Path(__file__).resolve().parents[2], *user_config_dirs()]  # the checkout (or site-packages) and ours
-    for root in roots:
-        for sub in ("posenc", "configs", "experiments", "cli") if root == roots[0] else (".",):
-            for f in sorted((root / sub).rglob("*")):
-                if f.suffix in (".py", ".yaml") and f.is_file():
-                    digest.update(str(f.relative_to(root)).encode() + f.read_bytes())
+    checkout = Path(__file__).resolve().parents[2]  # the checkout (or site-packages)
+    trees = [(checkout, checkout / sub, sub == "configs") for sub in ("posenc", "configs", "experiments", "cli")]
+    trees += [(d, d, True) for d in user_config_dirs()]  # the researcher's config folders
+    for root, tree, configs in trees:
+        for f in sorted(tree.rglob("*")):
+            if f.suffix in (".py", ".yaml") and f.is_file() and not (configs and _a_suite(f, tree)):
+                digest.update(str(f.relative_to(root)).encode() + f.read_bytes())
     # what builds models, and the packages a check requires (loggers, launchers, real models)
     for package in (
         *("torch", "hydra-core", "omegaconf", "transformers", "gguf", "tokenizers"),
@@ -241,6 +239,12 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def _a_suite(f: Path, config_tree: Path) -> bool:
+    """A suite's file in a config tree (``suite/*.yaml``): a job's check never reads one (the
+    suite planned the job), so editing a suite does not check its jobs again."""
+    return f.suffix == ".yaml" and f.relative_to(config_tree).parts[0] in UNCOMPOSED
+
+
 def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     """Compose every job's config and run its protocol's ``check`` (it builds what the job will
     build), so that a mistake stops the sweep before any job starts.
@@ -248,7 +252,9 @@ def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
     Two shortcuts keep this fast without skipping a check that could fail: jobs that differ only
     in ``seed=`` are checked once (a seed is any integer; nothing a check builds depends on it),
     and a job that passed its check before, with the same code, config tree and packages
-    (``code_fingerprint``), is remembered in ``check_cache()``. Only passes are remembered."""
+    (``code_fingerprint``), is remembered in ``check_cache()``. Only passes are remembered. A job
+    checked again composes from the kept compositions (``posenc.engine.compose_cache``) unless its
+    config files changed."""
     swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
     folder = check_cache()
     fingerprint = code_fingerprint() if folder is not None else ""

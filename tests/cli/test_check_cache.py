@@ -53,3 +53,25 @@ def test_the_fingerprint_follows_the_config_tree(monkeypatch, tmp_path):
     sweep.code_fingerprint.cache_clear()
     assert sweep.code_fingerprint() != before
     sweep.code_fingerprint.cache_clear()
+
+
+def test_the_fingerprint_leaves_out_the_suites(monkeypatch, tmp_path):
+    """A suite plans its jobs and no check reads it: editing one keeps the passes; any other
+    config file of the researcher's folder is read by checks and changes the fingerprint."""
+    mine = tmp_path / "mine"
+    for group in ("suite", "pe"):
+        (mine / group).mkdir(parents=True)
+    (mine / "suite" / "s.yaml").write_text("seeds: [0]\n")
+    (mine / "pe" / "x.yaml").write_text("_target_: posenc.pe.rope.RoPE\n")
+    monkeypatch.setenv("POSENC_CONFIG_DIR", str(mine))
+
+    def fingerprint():
+        sweep.code_fingerprint.cache_clear()
+        return sweep.code_fingerprint()
+
+    before = fingerprint()
+    (mine / "suite" / "s.yaml").write_text("seeds: [0, 1]\n")
+    assert fingerprint() == before
+    (mine / "pe" / "x.yaml").write_text("_target_: posenc.pe.rope.RoPE\nbase: 100.0\n")
+    assert fingerprint() != before
+    sweep.code_fingerprint.cache_clear()

@@ -1,0 +1,98 @@
+"""A composition is kept by the YAML files and overrides it was made from: the same ones give the
+same config without Hydra, an edited file or another override composes again, a mistake is never
+kept (posenc.engine.compose_cache)."""
+
+import hydra
+import pytest
+from omegaconf import OmegaConf
+
+from posenc.core.errors import ConfigError
+from posenc.engine import compose_cache
+from posenc.engine.config import compose
+
+JOB = ["experiment=extrapolation", "pe=alibi", "model.n_layers=3", "seed=1"]
+
+
+@pytest.fixture
+def hydra_calls(monkeypatch, tmp_path):
+    """The compose cache on, in a folder of its own and with nothing in memory; the calls to
+    Hydra's compose (posenc.engine.config imports it where it composes)."""
+    monkeypatch.setenv("POSENC_COMPOSE_CACHE", str(tmp_path / "composed"))
+    monkeypatch.setattr(compose_cache, "_memory", {})
+    calls = []
+    real = hydra.compose
+    monkeypatch.setattr(hydra, "compose", lambda *a, **k: (calls.append(k["overrides"]), real(*a, **k))[1])
+    return calls
+
+
+def fresh(overrides, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setenv("POSENC_COMPOSE_CACHE", "off")
+        return compose(overrides)
+
+
+def test_a_kept_config_is_the_composed_one_and_each_caller_gets_its_own(hydra_calls, monkeypatch, tmp_path):
+    first = compose(JOB)
+    assert len(hydra_calls) == 1
+    first.model.n_layers = 99  # a caller's change stays in its copy
+    again = compose(JOB)
+    monkeypatch.setattr(compose_cache, "_memory", {})  # a new process reads the folder
+    from_disk = compose(JOB)
+    assert len(hydra_calls) == 1
+    expected = fresh(JOB, monkeypatch)
+    for cfg in (again, from_disk):
+        assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(expected)
+        assert cfg.model.n_layers == 3 and cfg.choices.pe == "alibi" and cfg.pe.n_heads == cfg.model.n_heads
+        assert OmegaConf.is_struct(cfg) and "hydra" not in cfg
+        with pytest.raises(Exception, match="not in struct"):
+            cfg.model.no_such_key = 1
+    assert len(list((tmp_path / "composed").glob("*/*.pkl"))) == 1
+    compose([*JOB, "train.steps=7"])  # other overrides: composed (after the uncached one above)
+    assert len(hydra_calls) == 3
+
+
+def test_an_edited_config_file_composes_again(hydra_calls, monkeypatch, tmp_path):
+    mine = tmp_path / "mine"
+    (mine / "pe").mkdir(parents=True)
+    option = mine / "pe" / "mine.yaml"
+    option.write_text("_target_: posenc.pe.rope.RoPE\nbase: 1000.0\n")
+    monkeypatch.setenv("POSENC_CONFIG_DIR", str(mine))
+    assert compose(["pe=mine"]).pe.base == 1000.0
+    option.write_text("_target_: posenc.pe.rope.RoPE\nbase: 2000.0\n")  # the same size, in the same second
+    assert compose(["pe=mine"]).pe.base == 2000.0
+    assert len(hydra_calls) == 2
+    # a suite is not composed: editing one keeps the compositions, unless an override names the group
+    (mine / "suite").mkdir()
+    (mine / "suite" / "s.yaml").write_text("seeds: [0]\n")
+    assert compose(["pe=mine"]).pe.base == 2000.0
+    assert len(hydra_calls) == 2
+    before = compose_cache.tree_digest([mine], ["+suite=s"])
+    (mine / "suite" / "s.yaml").write_text("seeds: [1]\n")
+    assert compose_cache.tree_digest([mine], ["+suite=s"]) != before
+    assert compose_cache.tree_digest([mine]) == compose_cache.tree_digest([mine], ["pe=rope"])
+
+
+def test_a_mistake_is_never_kept_and_a_broken_file_composes_again(hydra_calls, monkeypatch, tmp_path):
+    bad = ["train.no_such_key=1"]
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="unknown override key 'train.no_such_key'; valid keys in train"):
+            compose(bad)
+    assert [c for c in hydra_calls if c == bad] == [bad, bad]
+    # what is kept is the default config the message read its valid keys from
+    (default,) = (tmp_path / "composed").glob("*/*.pkl")
+    default.unlink()
+    compose(JOB)
+    (kept,) = (tmp_path / "composed").glob("*/*.pkl")
+    kept.write_bytes(kept.read_bytes()[:50])  # a torn file
+    monkeypatch.setattr(compose_cache, "_memory", {})
+    calls = len(hydra_calls)
+    assert compose(JOB).model.n_layers == 3
+    assert len(hydra_calls) == calls + 1
+
+
+def test_off_keeps_nothing(hydra_calls, monkeypatch, tmp_path):
+    monkeypatch.setenv("POSENC_COMPOSE_CACHE", "off")
+    assert compose_cache.compose_cache() is None
+    compose(JOB)
+    compose(JOB)
+    assert len(hydra_calls) == 2 and not (tmp_path / "composed").exists()
