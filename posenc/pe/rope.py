@@ -68,21 +68,61 @@ def rope_angles(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout = "half") -> torch.Tensor:
     """Rotate the first 2·cos.shape[-1] dims of x (b, n_h, s, h_d); cos/sin are (…, s, r/2).
 
-    Each pair (a, b) becomes (a·cos − b·sin, b·cos + a·sin). The pairs are viewed as an axis of
-    size 2, so the rotation is one multiply and one fused multiply-add against the pair swapped
-    by ``flip``: no concatenated cos table and no ``rotate_half`` copy.
+    Each pair (a, b) becomes (a·cos − b·sin, b·cos + a·sin), in x's dtype promoted with the table's
+    (float32 tables rotate bf16 queries in float32). The pair halves are views of x written into
+    one output, a multiply and a multiply-add each (``_rotate``): no flipped or concatenated copy,
+    no ``rotate_half``. Backward is the rotation by −θ (``_Rotation``), so autograd keeps neither x
+    nor intermediates unless the tables themselves need a gradient (learned frequencies).
     """
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        return _Rotation.apply(x, cos, sin, layout)
+    return _rotate(x, cos, sin, layout)
+
+
+def _pair_halves(x: torch.Tensor, r: int, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+    """Views (…, r/2) of the first and second member of each rotated pair of x (…, h_d)."""
+    if layout == "half":
+        return x[..., : r // 2], x[..., r // 2 : r]
+    return x[..., 0:r:2], x[..., 1:r:2]
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout, sign: float = 1.0) -> torch.Tensor:
+    """``apply_rope``'s map without autograd; ``sign`` −1 rotates by −θ."""
     r = 2 * cos.shape[-1]
     if cos.dim() == 3:  # (b, s, r/2) -> (b, 1, s, r/2) to broadcast over heads
         cos, sin = cos[:, None], sin[:, None]
-    rot = x if r == x.shape[-1] else x[..., :r]
-    if layout == "half":
-        pairs, axis = rot.unflatten(-1, (2, r // 2)), -2  # (b, n_h, s, 2, r/2): (a, b) halves
-    else:
-        pairs, axis = rot.unflatten(-1, (r // 2, 2)), -1  # (b, n_h, s, r/2, 2): adjacent pairs
-    signed_sin = torch.stack((-sin, sin), dim=axis)  # (…, s, 2, r/2) or (…, s, r/2, 2)
-    out = torch.addcmul(pairs * cos.unsqueeze(axis), pairs.flip(axis), signed_sin).flatten(-2)
-    return out if r == x.shape[-1] else torch.cat((out, x[..., r:]), dim=-1)
+    out = torch.empty_like(x, dtype=torch.promote_types(x.dtype, cos.dtype))  # x's strides (Q/K projection layout)
+    (a, b), (out_a, out_b) = _pair_halves(x, r, layout), _pair_halves(out, r, layout)
+    torch.mul(a, cos, out=out_a).addcmul_(b, sin, value=-sign)  # a·cos − b·sin
+    torch.mul(b, cos, out=out_b).addcmul_(a, sin, value=sign)  # b·cos + a·sin
+    if r < x.shape[-1]:
+        out[..., r:] = x[..., r:]  # partial rotary: the rest passes through
+    return out
+
+
+class _Rotation(torch.autograd.Function):
+    """``_rotate`` with its transpose as backward: the gradient of x is the gradient rotated by −θ;
+    the tables' gradients (learned frequencies) are the pairs' products summed to their shape."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: Layout) -> torch.Tensor:
+        tables = ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+        ctx.save_for_backward(cos, sin, x if tables else None)
+        ctx.layout, ctx.x_dtype = layout, x.dtype
+        return _rotate(x, cos, sin, layout)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        cos, sin, x = ctx.saved_tensors
+        grad_x = _rotate(grad, cos, sin, ctx.layout, sign=-1.0).to(ctx.x_dtype) if ctx.needs_input_grad[0] else None
+        grad_cos = grad_sin = None
+        if x is not None:
+            r = 2 * cos.shape[-1]
+            (a, b), (g_a, g_b) = _pair_halves(x, r, ctx.layout), _pair_halves(grad, r, ctx.layout)
+            wide = (cos[:, None] if cos.dim() == 3 else cos).shape  # as _rotate broadcast it
+            grad_cos = (g_a * a + g_b * b).sum_to_size(wide).reshape(cos.shape)
+            grad_sin = (g_b * a - g_a * b).sum_to_size(wide).reshape(sin.shape)
+        return grad_x, grad_cos, grad_sin, None
 
 
 class RoPE(PositionScheme):

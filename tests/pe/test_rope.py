@@ -81,3 +81,59 @@ def test_frequencies_and_table_cache():
 def test_odd_rotary_dimension_is_a_config_error(head_dim, fraction):
     with pytest.raises(ConfigError, match="even rotary dimension"):
         RoPE(head_dim, rotary_fraction=fraction)
+
+
+def written_out(x, cos, sin, layout):
+    """The rotation spelled out pair by pair: (a, b) -> (a·cos − b·sin, b·cos + a·sin)."""
+    r = 2 * cos.shape[-1]
+    if cos.dim() == 3:
+        cos, sin = cos[:, None], sin[:, None]
+    idx = torch.arange(r // 2)
+    first, second = (idx, idx + r // 2) if layout == "half" else (2 * idx, 2 * idx + 1)
+    out = x.clone()
+    a, b = x[..., first], x[..., second]
+    out[..., first], out[..., second] = a * cos - b * sin, b * cos + a * sin
+    return out
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+@pytest.mark.parametrize("batched", [False, True])
+def test_apply_rope_and_its_gradients_equal_the_written_out_rotation(layout, fraction, batched):
+    """The fast path (pair halves written into one output; backward the rotation by −θ) against
+    the elementwise construction, values and gradients of x and of the tables (learned
+    frequencies), on a transposed (b, n_h, s, h_d) view as the Q/K projection gives it."""
+    g = torch.Generator().manual_seed(0)
+    b, n_h, s, h_d = 2, 3, 5, 8
+    r = int(h_d * fraction)
+    proj = torch.randn(b, s, n_h * h_d, dtype=torch.float64, generator=g, requires_grad=True)
+    table = (b, s, r // 2) if batched else (s, r // 2)
+    cos = torch.randn(*table, dtype=torch.float64, generator=g, requires_grad=True)
+    sin = torch.randn(*table, dtype=torch.float64, generator=g, requires_grad=True)
+    grad = torch.randn(b, n_h, s, h_d, dtype=torch.float64, generator=g)
+
+    def x():
+        return proj.view(b, s, n_h, h_d).transpose(1, 2)  # (b, n_h, s, h_d), not contiguous
+
+    ours = apply_rope(x(), cos, sin, layout)
+    assert ours.stride() == x().stride()  # the projection's layout, for the matmuls downstream
+    ours_grads = torch.autograd.grad(ours, (proj, cos, sin), grad)
+    ref = written_out(x(), cos, sin, layout)
+    ref_grads = torch.autograd.grad(ref, (proj, cos, sin), grad)
+    assert_close(ours, ref, rtol=0, atol=1e-12)
+    for mine, theirs in zip(ours_grads, ref_grads):
+        assert_close(mine, theirs, rtol=0, atol=1e-12)
+    with torch.no_grad():
+        assert_close(apply_rope(x(), cos, sin, layout), ref, rtol=0, atol=1e-12)
+    rotated = lambda p, c, s_: apply_rope(p.view(b, s, n_h, h_d).transpose(1, 2), c, s_, layout)  # noqa: E731
+    assert torch.autograd.gradcheck(rotated, (proj, cos, sin))
+
+
+def test_a_float32_table_rotates_bf16_queries_in_float32():
+    x = torch.randn(1, 2, 4, 8).bfloat16()
+    cos, sin = RoPE(head_dim=8).rotation(torch.arange(4), torch.float32)
+    out = apply_rope(x.requires_grad_(), cos, sin)
+    assert out.dtype == torch.float32
+    assert_close(out, written_out(x.float(), cos, sin, "half"), rtol=0, atol=1e-6)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    assert grad.dtype == torch.bfloat16
