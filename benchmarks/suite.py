@@ -759,6 +759,166 @@ def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
+# --- bf16 real-model forward at the matrix units' rate ----------------------------------------
+
+
+def forward_flop(config: Any, length: int) -> float:
+    """FLOP of one forward of a Llama-shaped ``config`` over ``length`` tokens with its head: 2 per
+    multiply-add of every projection, the MLP and the head, and causal attention counted once (q·kᵀ
+    and p·v over the s²/2 pairs a query sees: 2·s²·h_d per head and layer)."""
+    d, mlp, heads, kv = (
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+    )
+    hd = getattr(config, "head_dim", None) or d // heads
+    per_token = config.num_hidden_layers * (2 * d * heads * hd + 2 * d * kv * hd + 3 * d * mlp) + d * config.vocab_size
+    return 2.0 * length * per_token + config.num_hidden_layers * heads * 2.0 * hd * length**2
+
+
+def matmul_rate(dtype: torch.dtype, threads: int, clock: Callable[[], float], n: int = 4096) -> float:
+    """FLOP/s of an (n, n) by (n, n) matmul in ``dtype`` on ``clock`` (the best of three), the rate
+    a forward is measured against; on the CPU clock per thread (``time.process_time`` counts all)."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    per_thread = threads if clock is time.process_time else 1
+    best = math.inf
+    for _ in range(3):
+        start = clock()
+        a @ b
+        best = min(best, (clock() - start) / per_thread)
+    return 2 * n**3 / best
+
+
+def _bf16_models(sizes: Sizes) -> tuple[Any, Any, str, Callable[[int], torch.Tensor]]:
+    """transformers' float32 and bfloat16 copies of ``sizes.real_model`` (its token ids: the built-in
+    corpus through its own tokenizer) or of a random Llama of SmolLM2-135M's shapes (random ids)."""
+    import copy
+
+    hf32, name = _real_reference(sizes)
+    if sizes.real_model:
+        from posenc.models import pretrained
+        from posenc.tasks.text import builtin_corpus
+
+        source = pretrained.resolve_source(sizes.real_model)
+        with pretrained.quiet_loading(gguf=source.gguf_file is not None):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
+        text = builtin_corpus("pydoc", 2_000_000).decode("utf-8", "replace")
+        corpus = torch.tensor(tokenizer(text)["input_ids"])
+
+        def tokens(n: int) -> torch.Tensor:
+            return corpus[None, : n + 1]  # (1, n + 1)
+    else:
+
+        def tokens(n: int) -> torch.Tensor:
+            return torch.randint(0, hf32.config.vocab_size, (1, n + 1), generator=torch.Generator().manual_seed(0))
+
+    return hf32, copy.deepcopy(hf32).to(torch.bfloat16), name, tokens
+
+
+def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """posenc's bfloat16 forward of a real Llama (``--real-model``, default random SmolLM2 shapes),
+    the pass ``posenc extrapolate --dtype bfloat16`` runs (token losses, the head 1024 positions at a
+    time), at each of ``sizes.real_lengths``: its time and peak memory against transformers' bf16
+    forward of the same weights (interleaved, ``_forward_rows``' way); its FLOP rate (``forward_flop``)
+    as a fraction of a 4096² bf16 and of a float32 matmul's rate, both measured in this process before
+    and after (goal: 0.75 of bf16's); and the relative difference of its perplexity from posenc's
+    float32 forward's (goal: 0.5%)."""
+    import torch.nn.functional as F
+
+    from posenc.models import from_hf_llama
+
+    torch.set_num_threads(threads)
+    clock = time.process_time if sizes.cpu_clock else time.perf_counter
+    hf32, hf, name, tokens = _bf16_models(sizes)
+    ours, ours32 = from_hf_llama(hf).eval(), from_hf_llama(hf32).eval()  # hf's own tensors
+    gib, rows = 2**30, []
+    for length in sizes.real_lengths:
+        x = tokens(length)
+        ids, targets = x[:, :-1], x[:, 1:]
+        case = f"{name}: bf16 token losses @ {length}"
+        peaks: list[list[float]] = [[], []]
+        losses: list[torch.Tensor] = []
+
+        def measured(i: int, fn: Callable[[], torch.Tensor]) -> Callable[[], None]:
+            def call() -> None:
+                with torch.no_grad():
+                    out, peak = _rss_peak(fn)
+                peaks[i].append(peak)
+                if i == 0:
+                    losses.append(out.float())
+
+            return call
+
+        rates = [matmul_rate(torch.bfloat16, threads, clock)]
+        timing = interleaved(
+            measured(0, lambda: ours(ids, targets=targets, chunk=1024)),
+            measured(1, lambda: F.cross_entropy(hf(ids).logits[0].float(), targets[0], reduction="none")[None]),
+            threads,
+            sizes.repeats,
+            0.0,
+            warmup=0,
+            clock=clock,
+        )
+        rates.append(matmul_rate(torch.bfloat16, threads, clock))
+        r = row(
+            "bf16 forward",
+            f"{case} time vs transformers bf16",
+            timing.ours,
+            timing.reference,
+            "s",
+            "<= 1.0",
+            False,
+            1.0,
+        )
+        r["ratio"], r["met"] = 1 / timing.ratio, bool(1 / timing.ratio <= 1.0)  # the median of per-round ratios
+        rows.append(r)
+        mem = [statistics.median(p) / gib for p in peaks]
+        rows.append(
+            row("bf16 forward", f"{case} peak memory vs transformers bf16", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0)
+        )
+        per_thread = threads if clock is time.process_time else 1
+        flop = forward_flop(hf.config, length)
+        achieved = flop / (timing.ours / per_thread)
+        fp32 = matmul_rate(torch.float32, threads, clock)
+        what = f"{case}: FLOP/s of its {flop / 1e12:.3g} TFLOP (causal attention once) vs a 4096² matmul's"
+        rows.append(
+            row(
+                "bf16 forward",
+                f"{what} in bf16",
+                achieved / 1e9,
+                statistics.mean(rates) / 1e9,
+                "GFLOP/s",
+                ">= 0.75",
+                True,
+                0.75,
+            )
+        )
+        rows.append(
+            row("bf16 forward", f"{what} in float32", achieved / 1e9, fp32 / 1e9, "GFLOP/s", ">= 1.0", True, 1.0)
+        )
+        with torch.no_grad():
+            exact = ours32(ids, targets=targets, chunk=1024)
+        ppl, ppl32 = (math.exp(float(t.mean())) for t in (losses[-1], exact))
+        rows.append(
+            {
+                "benchmark": "bf16 forward",
+                "case": f"{case}: perplexity {ppl:.5g} vs float32 {ppl32:.5g}, |relative difference|",
+                "posenc": abs(ppl / ppl32 - 1),
+                "reference": 0.0,
+                "unit": "rel",
+                "ratio": float("nan"),
+                "goal": "<= 0.005",
+                "met": abs(ppl / ppl32 - 1) <= 0.005,
+            }
+        )
+    return rows
+
+
 # --- ViT forward ----------------------------------------------------------------------------
 
 
@@ -885,6 +1045,7 @@ CASES = {
     "remaps": remap_forward,
     "real": real_forward,
     "families": family_forward,
+    "bf16": bf16_forward,
     "vit": vit_forward,
     "cli": cli_startup,
     "suite": suite_startup,

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posenc.models.blocked import blocked_causal_attention
 from posenc.pe.base import PositionScheme, ScoreMod, float32, toeplitz_distances
 
 # Queries per SDPA call when the bias blocks are views (``toeplitz_bias_attention``): they cost no
@@ -221,16 +222,25 @@ def distance_rows_attention(
 
 
 # The attentions a model can run; ``select_attention`` picks one when the model is built
-ATTENTION_BACKENDS = ("sdpa", "sdpa_key_bias", "sdpa_bias", "flex")
+ATTENTION_BACKENDS = ("sdpa", "blocked_causal", "sdpa_key_bias", "sdpa_bias", "flex")
 
 
-def select_attention(pe: PositionScheme, device: torch.device, causal: bool, bias_chunk: int | None = None) -> str:
+def select_attention(
+    pe: PositionScheme,
+    device: torch.device,
+    causal: bool,
+    bias_chunk: int | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> str:
     """The attention a model runs, from what its scheme and the model declare; models call it once
     when they are built (and again when moved to another device) and keep the name in
     ``attention_backend``.
 
     * ``sdpa``: the scheme adds no bias: fused SDPA (its flash or memory-efficient kernel on CUDA,
       its flash kernel on the CPU), grouped-query heads included.
+    * ``blocked_causal``: the same, causal, in bfloat16 on the CPU: blocks of queries against the keys
+      they see as large matmuls (``posenc.models.blocked``), 2x SDPA's flash kernel there; a forward
+      with a gradient runs SDPA.
     * ``sdpa_key_bias``: a causal model whose scheme has a per-key form of its bias
       (``has_key_bias``: ALiBi) and no ``bias_chunk`` asked for: the bias folded into one extra
       Q/K dimension, fused causal SDPA with no mask (``key_bias_attention``). A forward where that
@@ -243,7 +253,7 @@ def select_attention(pe: PositionScheme, device: torch.device, causal: bool, bia
       4x SDPA's time at 4k tokens (torch 2.14, two cores), and it has no backward there.
     """
     if not pe.adds_bias:
-        return "sdpa"
+        return "blocked_causal" if causal and dtype == torch.bfloat16 and device.type == "cpu" else "sdpa"
     if causal and pe.has_key_bias and bias_chunk is None:
         return "sdpa_key_bias"
     return "flex" if device.type == "cuda" else "sdpa_bias"
@@ -354,6 +364,11 @@ class Attention(nn.Module):
             return self.o(y.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))  # (b, s, d)
         if rotation is not None:
             q, k = pe.rotate_qk(q, k, rotation)
+        if backend == "blocked_causal" and not torch.is_grad_enabled():  # it groups the heads itself
+            y = blocked_causal_attention(q, k, v)
+            return self.o(y.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))  # (b, s, d)
+        if backend == "blocked_causal":  # with a gradient: SDPA (the blocks are written in place)
+            backend = "sdpa"
         if self.n_kv_heads != self.n_heads and backend != "sdpa":  # plain SDPA groups the heads itself
             rep = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # (b, n_h, s, h_d)

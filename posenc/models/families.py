@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.core.errors import ConfigError
+from posenc.models.blocked import blocked_causal_attention, runs_blocked
 from posenc.models.hf import (
     GLOBAL_LAYERS,
     from_hf_llama,
@@ -174,6 +175,8 @@ def banded_attention(
     state: RemapState | None = getattr(module, "posenc_remap", None)  # InjectedLM.set_remap's, this forward's
     if state is not None:  # a position remap: its layers' q and k come unrotated, it rotates them per view
         return state.attend(query, key, value, scale).transpose(1, 2).contiguous(), None
+    if not sliding_window and not softcap and runs_blocked(query):  # bfloat16 on the CPU: 2x SDPA's kernel
+        return blocked_causal_attention(query, key, value, scale).transpose(1, 2), None
     if key.shape[1] != n_h:
         key = key.repeat_interleave(n_h // key.shape[1], dim=1)  # (b, n_h, s, h_d)
         value = value.repeat_interleave(n_h // value.shape[1], dim=1)  # (b, n_h, s, h_d)

@@ -39,16 +39,21 @@ def chunked_cross_entropy(
     out = torch.zeros(targets.shape, dtype=torch.float32, device=x.device)
     # Without a gradient every chunk's float32 logits and their log-softmax share one buffer: a fresh
     # (b, chunk, V) block per chunk (200 MB for 1024 positions of a 49k vocabulary) costs more in
-    # page faults than the log-softmax itself
-    reuse = x.dtype == weight.dtype == torch.float32 and not torch.is_grad_enabled()
-    buffer = x.new_empty(x.shape[0] * min(chunk, x.shape[1]) * weight.shape[0]) if reuse else None
+    # page faults than the log-softmax itself. bfloat16 logits (without soft-capping, which runs in
+    # float32) get a buffer of their own, and their log-softmax is written in float32 into the other
+    size = x.shape[0] * min(chunk, x.shape[1]) * weight.shape[0]
+    reuse = x.dtype == weight.dtype and not torch.is_grad_enabled()
+    reuse = reuse and (x.dtype == torch.float32 or (x.dtype == torch.bfloat16 and not softcap))
+    buffer = torch.empty(size, dtype=torch.float32, device=x.device) if reuse else None
+    narrow = x.new_empty(size) if reuse and x.dtype == torch.bfloat16 else buffer  # the head's own dtype
     for i in range(0, x.shape[1], chunk):
         h, t = x[:, i : i + chunk], targets[:, i : i + chunk]  # (b, c, d), (b, c)
         if buffer is not None:
-            logp = torch.matmul(h, weight.T, out=buffer[: t.numel() * weight.shape[0]].view(*t.shape, -1))
+            n = t.numel() * weight.shape[0]
+            logits = torch.matmul(h, weight.T, out=narrow[:n].view(*t.shape, -1))  # (b, c, V)
             if softcap:
-                logp.div_(softcap).tanh_().mul_(softcap)
-            torch.log_softmax(logp, -1, out=logp)  # in place, row by row
+                logits.div_(softcap).tanh_().mul_(softcap)
+            logp = torch.log_softmax(logits, -1, dtype=torch.float32, out=buffer[:n].view(*t.shape, -1))
             picked = logp.gather(-1, t.clamp(min=0)[..., None])[..., 0]  # (b, c) log p of each target
             out[:, i : i + chunk] = picked.neg_().masked_fill_(t == IGNORE_INDEX, 0)
             continue
@@ -154,7 +159,8 @@ class CausalLM(nn.Module):
         if self.remap is not None:  # set_remap: the remap's attention, whatever the scheme
             self.attention_backend: str = "remap"
             return
-        self.attention_backend = select_attention(self.pe, self.embed.weight.device, self.causal, self.bias_chunk)
+        weight = self.embed.weight  # its device and dtype: the model's, after every move or cast
+        self.attention_backend = select_attention(self.pe, weight.device, self.causal, self.bias_chunk, weight.dtype)
 
     def set_remap(self, remap: NoRemap | None) -> None:
         """Run every attention through ``remap`` (``posenc.pe.remap``; None or ``none``: the model's

@@ -52,7 +52,12 @@ def test_select_attention_by_scheme_model_and_device():
     assert select_attention(alibi, cpu, False) == select_attention(alibi, cpu, True, bias_chunk=8) == "sdpa_bias"
     assert select_attention(alibi, cuda, False) == select_attention(t5, cuda, True) == "flex"
     assert select_attention(t5, cpu, True) == select_attention(t5, mps, False) == "sdpa_bias"
-    assert set(ATTENTION_BACKENDS) == {"sdpa", "sdpa_key_bias", "sdpa_bias", "flex"}
+    # causal bfloat16 on the CPU: query blocks as large matmuls (posenc.models.blocked)
+    bf16 = torch.bfloat16
+    assert select_attention(rope, cpu, True, dtype=bf16) == "blocked_causal"
+    assert select_attention(rope, cpu, False, dtype=bf16) == select_attention(rope, cuda, True, dtype=bf16) == "sdpa"
+    assert select_attention(alibi, cpu, True, dtype=bf16) == "sdpa_key_bias"
+    assert set(ATTENTION_BACKENDS) == {"sdpa", "blocked_causal", "sdpa_key_bias", "sdpa_bias", "flex"}
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -87,9 +87,9 @@ def test_moving_the_model_chooses_the_attention_of_its_new_device(monkeypatch):
 
     seen = []
 
-    def spy(pe, device, causal, bias_chunk=None):
+    def spy(pe, device, causal, bias_chunk=None, dtype=torch.float32):
         seen.append(device.type)
-        return "flex" if device.type == "meta" else select_attention(pe, device, causal, bias_chunk)
+        return "flex" if device.type == "meta" else select_attention(pe, device, causal, bias_chunk, dtype)
 
     monkeypatch.setattr(lm_module, "select_attention", spy)
     model = tiny(T5BiasPE(n_heads=4))

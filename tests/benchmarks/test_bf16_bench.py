@@ -1,0 +1,38 @@
+"""``posenc bench --only bf16``: posenc's bf16 forward against transformers' bf16 forward, its FLOP
+rate against the matmul rates measured in the same process, and its perplexity against float32's
+(row plumbing at quick sizes, no timing claims)."""
+
+import math
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from posenc.benchmarks.suite import SMOLLM2_SHAPES, Sizes, bf16_forward, forward_flop  # noqa: E402
+
+
+def test_forward_flop_counts_smollm2_as_the_issue_does():
+    """SmolLM2-135M at 16,384 tokens: 4.40 TFLOP of projections, MLP and head, 9.28 of causal attention."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(**SMOLLM2_SHAPES)
+    assert forward_flop(config, 16384) == pytest.approx(13.684e12, rel=1e-4)  # "about 13.7"
+    linear = forward_flop(config, 1) - forward_flop(config, 0)  # per token, less the s² term's 1
+    # 7,077,888 FLOP per token and layer (q, k, v, o and the MLP), 2·d·V for the head
+    assert linear == pytest.approx(30 * 7_077_888 + 2 * 576 * 49152, abs=30 * 9 * 2 * 64)
+
+
+def test_bf16_rows_time_rate_and_perplexity():
+    rows = bf16_forward(Sizes.quick(), threads=1)
+    case = "SmolLM2 shapes, 2 layers, random: bf16 token losses @ 64"
+    assert [r["case"].split(": ", 1)[0] for r in rows] == [case.split(": ")[0]] * 5
+    time, memory, bf16, fp32, ppl = rows
+    assert time["unit"] == "s" and time["posenc"] > 0 and time["reference"] > 0 and time["goal"] == "<= 1.0"
+    assert memory["unit"] == "GiB" and (math.isnan(memory["posenc"]) or memory["posenc"] >= 0)
+    # the FLOP count is stated, the rates are GFLOP/s of the forward over the 4096² matmul's
+    assert "0.00454 TFLOP" in bf16["case"] and bf16["case"].endswith("in bf16") and fp32["case"].endswith("in float32")
+    assert bf16["posenc"] == fp32["posenc"] > 0 and bf16["reference"] > fp32["reference"] > 0
+    assert bf16["ratio"] == pytest.approx(bf16["posenc"] / bf16["reference"]) and bf16["goal"] == ">= 0.75"
+    # a random model's perplexity is about its vocabulary; bf16 moves it by well under 0.5%
+    assert ppl["unit"] == "rel" and 0 <= ppl["posenc"] <= 0.005 and ppl["met"]
+    assert 20_000 < float(ppl["case"].split("perplexity ")[1].split()[0]) < 200_000
