@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from posenc.core.errors import ConfigError
 from posenc.engine import compose_cache
-from posenc.engine.config import compose
+from posenc.engine.config import compose, compose_defaults
 
 JOB = ["experiment=extrapolation", "pe=alibi", "model.n_layers=3", "seed=1"]
 
@@ -73,6 +73,7 @@ def test_an_edited_config_file_composes_again(hydra_calls, monkeypatch, tmp_path
 
 
 def test_a_mistake_is_never_kept_and_a_broken_file_composes_again(hydra_calls, monkeypatch, tmp_path):
+    compose_defaults.cache_clear()  # the message below composes the defaults once a process
     bad = ["train.no_such_key=1"]
     for _ in range(2):
         with pytest.raises(ConfigError, match="unknown override key 'train.no_such_key'; valid keys in train"):
