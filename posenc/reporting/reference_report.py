@@ -64,6 +64,9 @@ def _meta_lines(meta: dict[str, Any]) -> list[str]:
             for k, v in sweeps.items()
         ]
         lines += [md(pd.DataFrame(rows)), ""]
+    if left := sorted(meta.get("left_out") or {}):
+        names = ", ".join(f"`{name}`" for name in left)
+        lines += [f"Not run (left out of this run with `--only`; what they would read is missing below): {names}.", ""]
     return lines
 
 

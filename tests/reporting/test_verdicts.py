@@ -260,3 +260,13 @@ def test_a_size_reads_only_the_lengths_it_was_scored_at():
     assert set(views) == {"2k params", "200k params"}
     assert "128" not in views["2k params"]["extrapolation_text"]
     assert "128" in views["200k params"]["extrapolation_text"]
+
+
+def test_the_report_names_the_sweeps_a_run_left_out():
+    from posenc.reporting.reference_report import _meta_lines
+
+    meta = {"suite": "standard", "seconds": 60.0, "sweeps": {"order": {"jobs": 5, "seconds": 60.0, "description": "o"}}}
+    assert not any(line.startswith("Not run") for line in _meta_lines(meta))
+    meta["left_out"] = {"extrapolation_text_fixed": "extrapolation_text_fixed", "check": "check"}
+    (line,) = [line for line in _meta_lines(meta) if line.startswith("Not run")]
+    assert line.endswith(": `check`, `extrapolation_text_fixed`.")
