@@ -95,6 +95,7 @@ from posenc.pe.remap.base import NoRemap
 from posenc.pe.rope import RoPE
 from posenc.pe.scaling import PI, DynamicNTK, LongRoPE, NoScale
 from posenc.reporting.style import figure_format, pyplot, save_figure
+from posenc.tasks.ruler.base import text_start
 
 
 @dataclass(frozen=True)
@@ -263,13 +264,14 @@ def passkey_prompt(tokenizer: Any, length: int, depth: float, key: int) -> Passk
     the pass key." after round(``depth`` % of them) sentences, the question "What is the pass key?
     The pass key is", the answer " NNNNN". As many sentences as fit, so the prompt is short of
     ``length`` by less than one sentence; 100 puts the needle right before the question, 0 right
-    after the intro. Each piece starts at a word (a leading space) and is tokenized on its own,
-    so no piece is cut and the concatenation is how a byte-level BPE tokenizes the whole text."""
+    after the intro (the tokenizer's start tokens, ``text_start``, before it). Each piece starts
+    at a word (a leading space) and is tokenized on its own, so no piece is cut and the
+    concatenation is how a byte-level BPE tokenizes the whole text."""
 
     def ids(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    intro, needle = ids(PASSKEY_INTRO), ids(PASSKEY_NEEDLE.format(key=key))
+    intro, needle = text_start(tokenizer) + ids(PASSKEY_INTRO), ids(PASSKEY_NEEDLE.format(key=key))
     question, answer = ids(PASSKEY_QUESTION), ids(f" {key}")
     sentences = [ids(t) for t in PASSKEY_FILLER]
     budget = length - len(intro) - len(needle) - len(question) - len(answer)
@@ -869,7 +871,7 @@ def score_forwards(
     for i, f in enumerate(forwards):
         ctx.emit("advance", f"{f.scale} @ {f.length} (window {f.window})", done=tokens, info=f"{i}/{len(forwards)}")
         start = time.perf_counter()
-        ids = p.tokens[f.window * longest : f.window * longest + f.length]
+        ids = window_ids(p, f.window, f.length)
         losses = model.losses(scales[f.scale], ids, s.chunk)
         seconds = time.perf_counter() - start
         done[f.key] = {"key": f.key, **asdict(f), "seconds": seconds, "cells": {}}
@@ -880,6 +882,15 @@ def score_forwards(
             ctx.record(f"{stage} {f.scale} window {f.window}", {"step": int(n), "nll": nll, "ppl": math.exp(nll)})
         tokens += f.length
         ctx.emit("advance", done=tokens, info=f"{i + 1}/{len(forwards)}")
+
+
+def window_ids(p: Prepared, window: int, length: int) -> torch.Tensor:
+    """The ``length`` tokens window ``window`` scores: the tokenizer's start tokens (Gemma's
+    ``<bos>``; none for SmolLM2), then ``tokens[window·longest:]``, so every length scores a
+    prefix of the same window."""
+    lead = torch.tensor(text_start(p.tokenizer), dtype=torch.long)
+    offset = window * max(p.settings.lengths)
+    return torch.cat([lead, p.tokens[offset : offset + length - lead.numel()]])
 
 
 def score_passkeys(

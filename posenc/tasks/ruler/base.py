@@ -49,9 +49,21 @@ class ByteTokenizer:
         return bytes(ids).decode(errors="replace")
 
 
+def text_start(tokenizer: Tokenizer) -> list[int]:
+    """The special tokens the tokenizer puts before every text it encodes, as the model saw its
+    training text begin: Gemma's ``<bos>``; none for SmolLM2's or the byte tokenizer. Read from
+    the tokenizer itself (with and without its special tokens), so a model is scored on input
+    shaped as the model's own tokenizer shapes it."""
+    bare = tokenizer.encode("a", add_special_tokens=False)
+    full = tokenizer.encode("a", add_special_tokens=True)
+    lead = len(full) - len(bare)
+    return list(full[:lead]) if lead > 0 and list(full[lead:]) == list(bare) else []
+
+
 @dataclass(frozen=True)
 class RulerPrompt:
-    """One trial: ``text`` (the prompt, ending in the answer's lead-in) and its ``ids``; the
+    """One trial: ``text`` (the prompt, ending in the answer's lead-in) and its ``ids`` (after
+    the tokenizer's ``text_start``); the
     ``answers`` a right output contains; ``answer_ids``, the reference answer's tokens (the
     budget holds them); ``depth``, where the needle sits in the context (0: first, 1: last), for
     a task with one needle; ``units``, how many haystack units fit."""
@@ -117,7 +129,7 @@ def measure(build: Builder, tokenizer: Tokenizer, n: int) -> tuple[int, str, lis
     """The prompt ``build(n)`` with ``n`` haystack units: (its tokens with the reference answer,
     text, answers, prompt ids, answer ids)."""
     text, answers = build(n)
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    ids = text_start(tokenizer) + tokenizer.encode(text, add_special_tokens=False)
     answer_ids = tokenizer.encode(reference_answer(answers), add_special_tokens=False)
     return len(ids) + len(answer_ids), text, answers, ids, answer_ids
 
