@@ -63,6 +63,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from posenc.analysis.stats import paired_difference, wilson_interval
+from posenc.core.dtypes import slow_dtype_line
 from posenc.core.errors import ConfigError, UserError
 from posenc.core.io import atomic_write_text, write_json
 from posenc.engine.config import (
@@ -783,6 +784,9 @@ class Real:
         reused = sum(k in done for k in planned)
         if reused:
             ctx.emit("message", f"resuming: {reused} forward pass(es) already scored")
+        slow = slow_dtype_line(pretrained.check_dtype(p.checkpoint.dtype), p.device)
+        if slow and len(planned) > reused:
+            ctx.emit("message", slow, warning=True)
         model: Model | None = None
         todo = [f for f in forwards if f.key not in done]
         if todo:

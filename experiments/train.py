@@ -11,11 +11,12 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
+from posenc.core.dtypes import slow_dtype_line
 from posenc.engine.build import Setup, build
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
 from posenc.engine.results import RunDir
-from posenc.engine.training import TrainResult, resolve_device, train, under_target
+from posenc.engine.training import PRECISIONS, TrainResult, resolve_device, train, under_target
 from posenc.tasks.base import SPLITS
 
 
@@ -80,6 +81,9 @@ class Train:
         held_out = {split: task.eval_set(size, ev.max_windows, split) for split in SPLITS}
         with ctx.running(run_name(choices), setup.config) as run:
             started = time.perf_counter()
+            slow = slow_dtype_line(PRECISIONS[setup.train.precision], device)
+            if slow:
+                ctx.emit("message", slow, warning=True)
             on_log = ctx.stage(f"train {choices['model']}/{choices['pe']}/{choices['task']}", setup.train.steps)
             result = fit(setup, run, on_log, resume=ctx.resume is not None)
             line = under_target(
