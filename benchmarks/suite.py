@@ -59,6 +59,7 @@ class Sizes:
     precision_steps: int = 200  # the short run of each precision (``train_precision``)
     precision_windows: int = 64  # the validation windows that score it
     suite_sweeps: str | None = None  # the standard suite's sweeps the start-up rows plan (None: all)
+    matmul_n: int = 4096  # the (n, n) matmul whose rate a forward is read against
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -80,6 +81,7 @@ class Sizes:
             precision_steps=4,
             precision_windows=4,
             suite_sweeps="extrapolation_target",
+            matmul_n=256,  # a 4096² bf16 matmul takes minutes on a CPU without bf16 matrix units
         )
 
 
@@ -825,7 +827,7 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     the pass ``posenc extrapolate --dtype bfloat16`` runs (token losses, the head 1024 positions at a
     time), at each of ``sizes.real_lengths``: its time and peak memory against transformers' bf16
     forward of the same weights (interleaved, ``_forward_rows``' way); its FLOP rate (``forward_flop``)
-    as a fraction of a 4096² bf16 and of a float32 matmul's rate, both measured in this process before
+    as a fraction of an (n, n) bf16 and float32 matmul's rate (``sizes.matmul_n``), both measured in this process before
     and after (goal: 0.75 of bf16's); and the relative difference of its perplexity from posenc's
     float32 forward's (goal: 0.5%)."""
     import torch.nn.functional as F
@@ -854,7 +856,8 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 
             return call
 
-        rates = [matmul_rate(torch.bfloat16, threads, clock)]
+        n = sizes.matmul_n
+        rates = [matmul_rate(torch.bfloat16, threads, clock, n)]
         timing = interleaved(
             measured(0, lambda: ours(ids, targets=targets, chunk=1024)),
             measured(1, lambda: F.cross_entropy(hf(ids).logits[0].float(), targets[0], reduction="none")[None]),
@@ -864,7 +867,7 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
             warmup=0,
             clock=clock,
         )
-        rates.append(matmul_rate(torch.bfloat16, threads, clock))
+        rates.append(matmul_rate(torch.bfloat16, threads, clock, n))
         r = row(
             "bf16 forward",
             f"{case} time vs transformers bf16",
@@ -884,8 +887,8 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         per_thread = threads if clock is time.process_time else 1
         flop = forward_flop(hf.config, length)
         achieved = flop / (timing.ours / per_thread)
-        fp32 = matmul_rate(torch.float32, threads, clock)
-        what = f"{case}: FLOP/s of its {flop / 1e12:.3g} TFLOP (causal attention once) vs a 4096² matmul's"
+        fp32 = matmul_rate(torch.float32, threads, clock, n)
+        what = f"{case}: FLOP/s of its {flop / 1e12:.3g} TFLOP (causal attention once) vs a {n}² matmul's"
         rows.append(
             row(
                 "bf16 forward",

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from posenc.benchmarks.suite import SMOLLM2_SHAPES, Sizes, bf16_forward, forward_flop  # noqa: E402
+from posenc.core.dtypes import BF16_CPU_FLAGS, cpu_flags  # noqa: E402
 
 
 def test_forward_flop_counts_smollm2_as_the_issue_does():
@@ -29,9 +30,12 @@ def test_bf16_rows_time_rate_and_perplexity():
     time, memory, bf16, fp32, ppl = rows
     assert time["unit"] == "s" and time["posenc"] > 0 and time["reference"] > 0 and time["goal"] == "<= 1.0"
     assert memory["unit"] == "GiB" and (math.isnan(memory["posenc"]) or memory["posenc"] >= 0)
-    # the FLOP count is stated, the rates are GFLOP/s of the forward over the 4096² matmul's
-    assert "0.00454 TFLOP" in bf16["case"] and bf16["case"].endswith("in bf16") and fp32["case"].endswith("in float32")
-    assert bf16["posenc"] == fp32["posenc"] > 0 and bf16["reference"] > fp32["reference"] > 0
+    # the FLOP count is stated, the rates are GFLOP/s of the forward over the (quick: 256²) matmul's
+    assert "0.00454 TFLOP" in bf16["case"] and "256² matmul" in bf16["case"]
+    assert bf16["case"].endswith("in bf16") and fp32["case"].endswith("in float32")
+    assert bf16["posenc"] == fp32["posenc"] > 0 and bf16["reference"] > 0 and fp32["reference"] > 0
+    if (cpu_flags() or set()) & set(BF16_CPU_FLAGS):
+        assert bf16["reference"] > fp32["reference"]  # bf16 matrix units: bf16 outruns float32
     assert bf16["ratio"] == pytest.approx(bf16["posenc"] / bf16["reference"]) and bf16["goal"] == ">= 0.75"
     # a random model's perplexity is about its vocabulary; bf16 moves it by well under 0.5%
     assert ppl["unit"] == "rel" and 0 <= ppl["posenc"] <= 0.005 and ppl["met"]
