@@ -107,7 +107,7 @@ def test_logits_equal_the_construction(family, remap, ids):
         expected = lm(ids)
         lm.set_remap(remap)
         got = lm(ids)
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got, expected, atol=3e-5, rtol=1e-5)  # float32 sums: ~1e-5 apart on AVX2
     assert (got - plain).abs().max() > 1e-3
 
 
