@@ -827,8 +827,8 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     the pass ``posenc extrapolate --dtype bfloat16`` runs (token losses, the head 1024 positions at a
     time), at each of ``sizes.real_lengths``: its time and peak memory against transformers' bf16
     forward of the same weights (interleaved, ``_forward_rows``' way); its FLOP rate (``forward_flop``)
-    as a fraction of an (n, n) bf16 and float32 matmul's rate (``sizes.matmul_n``), both measured in this process before
-    and after (goal: 0.75 of bf16's); and the relative difference of its perplexity from posenc's
+    as a fraction of an (n, n) bf16 and float32 matmul's rate (``sizes.matmul_n``), both measured in
+    this process before and after (goal: 0.75 of bf16's); and the relative difference of its perplexity from posenc's
     float32 forward's (goal: 0.5%)."""
     import torch.nn.functional as F
 

@@ -63,10 +63,9 @@ def text_start(tokenizer: Tokenizer) -> list[int]:
 @dataclass(frozen=True)
 class RulerPrompt:
     """One trial: ``text`` (the prompt, ending in the answer's lead-in) and its ``ids`` (after
-    the tokenizer's ``text_start``); the
-    ``answers`` a right output contains; ``answer_ids``, the reference answer's tokens (the
-    budget holds them); ``depth``, where the needle sits in the context (0: first, 1: last), for
-    a task with one needle; ``units``, how many haystack units fit."""
+    the tokenizer's ``text_start``); the ``answers`` a right output contains; ``answer_ids``, the
+    reference answer's tokens (the budget holds them); ``depth``, where the needle sits in the
+    context (0: first, 1: last), for a task with one needle; ``units``, how many haystack units fit."""
 
     text: str
     ids: list[int]
