@@ -39,7 +39,7 @@ import yaml
 from posenc.core.io import atomic_write_text
 from posenc.engine.build import Setup
 from posenc.engine.results import RunDir, config_hash, make_unique_dir
-from posenc.engine.training import load_weights
+from posenc.engine.training import inert_settings, load_weights
 from posenc.experiments.train import fit
 
 OnLog = Callable[[dict[str, Any]], None]
@@ -66,6 +66,16 @@ def training_config(config: Mapping[str, Any]) -> dict[str, Any]:
         "periodic_windows": config["eval"]["periodic_windows"],
         "choices": choices,
     }
+
+
+def model_key(setup: Setup) -> str:
+    """The hash shared by the setups that train the same weights: ``training_config``'s, without
+    the train settings that cannot act on this model (``inert_settings``), so that the points of
+    a recipe grid that differ only there (ALiBi at ``pe_lr_scale`` 1 and 10) train once. The
+    cache entry itself stays keyed by the full training config of the setup that trained it."""
+    config = training_config(setup.config)
+    inert = inert_settings(setup.model)
+    return config_hash({**config, "train": {k: v for k, v in config["train"].items() if k not in inert}})
 
 
 def complete(entry: Path) -> bool:

@@ -32,10 +32,10 @@ from posenc.engine.build import Setup, build
 from posenc.engine.config import experiment_settings, instantiate
 from posenc.engine.context import Result, RunContext, TableSpec
 from posenc.engine.evaluation import evaluate
-from posenc.engine.results import RunDir, append_jsonl, config_hash, read_jsonl
+from posenc.engine.results import RunDir, append_jsonl, read_jsonl
 from posenc.engine.signals import deferred_stop_signals
 from posenc.engine.training import TrainConfig, under_target
-from posenc.experiments.cache import TRAINED_AT, Trained, trained, training_config
+from posenc.experiments.cache import TRAINED_AT, Trained, model_key, trained
 from posenc.experiments.extrapolation.plan import cells_of, scale_class, scale_options
 from posenc.experiments.extrapolation.plots import plot, plot_depth
 from posenc.experiments.extrapolation.scoring import buckets, finetune, score
@@ -47,7 +47,8 @@ MULTIPLES = (1, 2, 4, 8, 16)
 
 @dataclasses.dataclass
 class Cell:
-    """One (scheme, scale) pair; cells with the same ``key`` (hash of the training config) share one model."""
+    """One (scheme, scale) pair; cells with the same ``key`` (``model_key``: the hash of what
+    determines the trained weights) share one model, trained by the first of them."""
 
     pe: str
     scale_name: str
@@ -123,7 +124,7 @@ def prepare(
             raise ConfigError(f"scale '{choices['scale']}' with pe '{choices['pe']}': {e}") from None
         # a remapped cell reads as its scale and remap: yarn+self_extend
         label = f"{choices['scale']}+{choices['remap']}" if setup.remap.active else choices["scale"]
-        cells.append(Cell(choices["pe"], label, setup, scale, config_hash(training_config(setup.config))))
+        cells.append(Cell(choices["pe"], label, setup, scale, model_key(setup)))
     train_lens = {c.setup.train.seq_len for c in cells}
     if len(train_lens) != 1:
         raise ConfigError(f"every cell must train at one length, got {sorted(train_lens)}")
@@ -179,7 +180,11 @@ TABLES = (
         "recipes",
         keys=("pe", "recipe"),
         pairs=("seed",),
-        description="every grid point of extrapolation.recipes each scheme trained, its validation score and the pick",
+        description=(
+            "every grid point of extrapolation.recipes for each scheme: its validation score, the pick, and "
+            "trained_as, the grid point whose training made its model (a point that cannot act on the scheme, "
+            "pe_lr_scale without position parameters, shares the earlier point's model)"
+        ),
     ),
 )
 
@@ -510,6 +515,9 @@ def choose_recipes(
         by_pe.setdefault(cell.pe, {}).setdefault(cell.recipe, []).append(cell)
     if all(len(options) == 1 for options in by_pe.values()):
         return list(cells), []
+    trained_as = {}  # model key -> the grid point whose config trained it (the first to need it)
+    for cell in cells:
+        trained_as.setdefault(cell.key, cell.recipe)
     chosen, rows = [], []
     for pe, options in by_pe.items():
         candidates = []
@@ -518,7 +526,16 @@ def choose_recipes(
             data = setup.task.eval_set(setup.train.seq_len, setup.eval.max_windows, "val")
             scores = evaluate(models[group[0].key].model, *data, batch_size=setup.eval.batch_size, device=device)
             score = scores["bits"] if record["criterion"] == "bpb" else scores["accuracy"]
-            candidates.append({"pe": pe, "seed": setup.seed, "recipe": recipe, **record, "val_score": score})
+            candidates.append(
+                {
+                    "pe": pe,
+                    "seed": setup.seed,
+                    "recipe": recipe,
+                    "trained_as": trained_as[group[0].key],
+                    **record,
+                    "val_score": score,
+                }
+            )
         best = pick(candidates)
         chosen += list(options.values())[best]
         rows += [{**c, "picked": i == best} for i, c in enumerate(candidates)]

@@ -184,6 +184,20 @@ def no_weight_decay_names(model: torch.nn.Module) -> set[str]:
     return names
 
 
+def position_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The trainable parameters of ``model``'s position schemes (bias tables, frequencies): the
+    ones ``train.pe_lr_scale`` scales."""
+    params = {id(p): p for m in model.modules() if isinstance(m, PositionScheme) for p in m.parameters()}
+    return [p for p in params.values() if p.requires_grad]
+
+
+def inert_settings(model: torch.nn.Module) -> frozenset[str]:
+    """The train settings that cannot change how ``model`` trains: ``pe_lr_scale`` when its
+    position scheme has no trainable parameters (ALiBi, RoPE, NoPE), since the optimizer then
+    scales nothing. Two configs that differ only there train the same weights, bit for bit."""
+    return frozenset() if position_parameters(model) else frozenset({"pe_lr_scale"})
+
+
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only: not on 1D parameters (norms, biases, gains), nor
     on what a module declares in ``no_weight_decay()`` (position tables, frequencies, cls token),
@@ -192,7 +206,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
     Adam moves a parameter by about lr per step whatever its gradient, so a bias table in logit
     units needs ~1/lr steps to reach a bias of 1."""
     skip = no_weight_decay_names(model)
-    scaled = {id(p) for m in model.modules() if isinstance(m, PositionScheme) for p in m.parameters()}
+    scaled = {id(p) for p in position_parameters(model)}
     groups: dict[tuple[bool, float], list[torch.nn.Parameter]] = {(True, 1.0): [], (False, 1.0): []}
     for name, p in model.named_parameters():
         if p.requires_grad:

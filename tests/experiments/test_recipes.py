@@ -2,6 +2,7 @@
 validation split for every scheme, and the pick recorded in the tables."""
 
 import pytest
+import torch
 
 from posenc.core.errors import ConfigError
 from posenc.engine.config import compose
@@ -69,3 +70,39 @@ def test_each_scheme_is_scored_under_the_recipe_its_validation_picks(tmp_path):
     table = result.tables["table"]
     assert set(table.recipe) == {"train.lr=0.01"} and len(table) == 3  # exact_match, accuracy, loss
     assert set(result.tables["depth"].recipe) == {"train.lr=0.01"}
+
+
+def trained_weights(overrides):
+    from posenc.engine.build import build
+    from posenc.engine.training import train
+
+    setup = build(compose([*JOB, "train.steps=20", *overrides]))
+    train(setup.model, lambda b, g: setup.task.train_batch(b, 16, g), setup.train, seed=0)
+    return setup.model.state_dict()
+
+
+def test_pe_lr_scale_is_inert_exactly_when_the_scheme_has_no_position_parameters():
+    from posenc.engine.build import build
+    from posenc.engine.training import inert_settings
+
+    assert inert_settings(build(compose([*JOB, "pe=alibi"])).model) == {"pe_lr_scale"}
+    assert inert_settings(build(compose([*JOB, "pe=t5"])).model) == frozenset()
+    # what makes it safe to train such grid points once: the weights are the same, bit for bit
+    one, ten = trained_weights(["pe=alibi"]), trained_weights(["pe=alibi", "train.pe_lr_scale=10"])
+    assert all(torch.equal(one[k], ten[k]) for k in one)
+    one, ten = trained_weights(["pe=t5"]), trained_weights(["pe=t5", "train.pe_lr_scale=10"])
+    assert not all(torch.equal(one[k], ten[k]) for k in one)
+
+
+@pytest.mark.parametrize(("pe", "models"), [("alibi", 1), ("t5", 2)])
+def test_grid_points_that_cannot_act_on_a_scheme_share_one_training(tmp_path, pe, models):
+    cfg = compose([*JOB, f"pe={pe}", "train.steps=30", "+extrapolation.recipes={pe_lr_scale: [1, 10]}"])
+    result = Extrapolation().run(cfg, RunContext(tmp_path))
+    assert len([p for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")]) == models
+    recipes = result.tables["recipes"]
+    assert recipes.recipe.tolist() == ["train.pe_lr_scale=1", "train.pe_lr_scale=10"]
+    if models == 1:  # ALiBi: both rows read the model trained at the first point, the rule takes the first
+        assert recipes.trained_as.tolist() == ["train.pe_lr_scale=1"] * 2
+        assert recipes.val_score[0] == recipes.val_score[1] and recipes.picked.tolist() == [True, False]
+    else:
+        assert recipes.trained_as.tolist() == recipes.recipe.tolist()
