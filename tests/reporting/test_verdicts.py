@@ -170,6 +170,46 @@ def test_only_the_test_split_is_read_where_the_table_names_its_split():
     assert "→ 0 [" not in nope_section(text)
 
 
+def algorithmic() -> pd.DataFrame:
+    """Copy (no chance level declared) at 32 and 64 and parity (chance 0.5) at 6 and 12, NoPE
+    ahead of rope at 2L by 0.2 in every seed."""
+    rows = []
+    for task, (short, long), chance in (("copy", ("32", "64"), None), ("parity", ("6", "12"), 0.5)):
+        for pe in ("nope", "rope"):
+            for seed in SEEDS:
+                rows.append(
+                    {
+                        "pe": pe,
+                        "task": task,
+                        "seed": seed,
+                        "scale": "none",
+                        "finetune_steps": 0,
+                        "metric": "exact_match",
+                        short: 1.0,
+                        long: (0.7 if pe == "nope" else 0.5) + 0.01 * seed,
+                        "items": 256,
+                        "chance": chance,
+                        "split": "test",
+                        "reached_target": True,
+                        "status": "completed",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_each_algorithmic_task_shows_its_own_chance_level_and_joins_one_family():
+    """Two tasks with different chance levels: the table gives each task's beside its rows, not one
+    level for the whole table, and NoPE's family holds one test per task."""
+    body = nope_section(render({"algorithmic": algorithmic()}, META))
+    table = [line for line in body.splitlines() if line.startswith("| copy") or line.startswith("| parity")]
+    assert len(table) == 4
+    assert all(line.rstrip(" |").endswith("—") for line in table if line.startswith("| copy"))
+    assert all(line.rstrip(" |").endswith("0.5") for line in table if line.startswith("| parity"))
+    assert "chance 0.5 (" not in body  # no single level for the table
+    assert "**Verdict:** agrees at 2L (2 agree of 2 tests;" in body
+    assert "- copy: nope − rope at 64 > 0" in body and "- parity: nope − rope at 12 > 0" in body
+
+
 def text_rows(sizes, nope_rise=(0.1, 0.9)) -> pd.DataFrame:
     """Bits per byte at 64 (trained) and 1024 bytes: NoPE rises by ``nope_rise[i]`` at size i,
     rope and alibi by about 0.5; NoPE's deeper LM has 1.5× the others' parameters at one size."""
