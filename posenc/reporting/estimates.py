@@ -309,9 +309,17 @@ class Test:
     def p(self) -> float:
         return min(self.p_values())
 
+    @property
+    def testable(self) -> bool:
+        """A paired test needs two seeds where both arms have a result."""
+        return self.n >= 2
+
     def mde(self, alpha: float) -> float:
         """The smallest effect this test detects with power 0.8 at level ``alpha`` and its n (for
-        ``≈``: the smallest margin TOST would show when the true difference is 0)."""
+        ``≈``: the smallest margin TOST would show when the true difference is 0); NaN where every
+        seed's difference is the same, so the seeds give no spread to size it from."""
+        if self.testable and round(self.sd, 12) == 0:  # float noise of equal differences is no spread
+            return float("nan")
         kind = "difference" if self.relation in DIFFERENCE else "equivalence" if self.relation == "≈" else "one-sided"
         return minimum_detectable_effect(self.sd, self.n, alpha, POWER, kind)
 
@@ -381,11 +389,14 @@ class Family:
         return AGREES if all(o == AGREES for o in outcomes) else INCONCLUSIVE
 
     def counts(self) -> str:
-        """ "2 agree, 1 inconclusive of 3 tests" """
-        outcomes = self.outcomes()
+        """ "2 agree, 1 inconclusive of 3 tests", and "; 2 untested (under 2 seeds)" for the
+        comparisons too few seeds learned to test (they count as inconclusive in the verdict)."""
+        outcomes = [o for t, o in zip(self.tests, self.outcomes()) if t.testable]
         words = {AGREES: "agree", DISAGREES: "disagree", INCONCLUSIVE: "inconclusive"}
         parts = [f"{outcomes.count(o)} {words[o]}" for o in (AGREES, DISAGREES, INCONCLUSIVE) if o in outcomes]
-        return f"{', '.join(parts)} of {len(outcomes)} test{'s' if len(outcomes) != 1 else ''}"
+        untested = len(self.tests) - len(outcomes)
+        counted = f"{', '.join(parts) or 'none'} of {len(outcomes)} test{'s' if len(outcomes) != 1 else ''}"
+        return counted + (f"; {untested} untested (under 2 seeds)" if untested else "")
 
     def correction_words(self) -> str:
         name = {"holm": "Holm", "bh": "Benjamini–Hochberg"}[self.correction]
@@ -396,15 +407,22 @@ class Family:
         and the minimum detectable effect at the family's level (beside the paper's effect)."""
         out = []
         for t, p_adj, outcome in zip(self.tests, self.adjusted, self.outcomes()):
-            mde = t.mde(self.level)
-            paper = ""
+            if not t.testable:
+                seeds = f"{t.n} seed{'s' if t.n != 1 else ''}"
+                out.append(f"- {t.claim()}: {t.estimate}; untested: {seeds} with both arms (a paired test needs 2).")
+                continue
+            mde, paper = t.mde(self.level), ""
+            # NaN: every seed's difference the same, no spread over seeds to size an effect from
+            detectable = (
+                f"— (every seed's difference is {_num(next(iter(t.diffs.values())))})" if math.isnan(mde) else _num(mde)
+            )
             if t.effect is not None:
-                short = " — underpowered for it" if t.effect.comparable and not mde <= abs(t.effect.value) / 2 else ""
+                short = " — underpowered for it" if t.effect.comparable and mde > abs(t.effect.value) / 2 else ""
                 paper = f"; the paper's effect {t.effect.value:+.3g} ({t.effect.of}; {t.effect.source}){short}"
             margin = f", margin {t.margin:g}" if t.relation not in DIFFERENCE else ""
             out.append(
                 f"- {t.claim()}: {t.estimate}; {t.kind}{margin}, p = {_p(t.p)}, corrected {_p(p_adj)} → "
-                f"**{outcome}**; detectable at n={t.n}: {_num(mde)}{paper}."
+                f"**{outcome}**; detectable at n={t.n}: {detectable}{paper}."
             )
         return out
 
@@ -415,7 +433,7 @@ class Family:
         return _num(values[0]) if values[0] == values[-1] else f"{_num(values[0])}–{_num(values[-1])}"
 
     def seeds(self) -> str:
-        ns = sorted({t.n for t in self.tests})
+        ns = sorted({t.n for t in self.tests if t.testable} or {t.n for t in self.tests})
         return "—" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
 
     def items(self) -> str:

@@ -295,7 +295,8 @@ def did_not_learn(tables: Tables, expected: dict[str, dict[str, str]] | None = N
             continue
         recorded = True
         reasons = (expected or {}).get(name, {})
-        keys = [k for k in ("model", "attention", "pe") if k in t]
+        # the task where one table holds several (the algorithmic table), so each run is named once
+        keys = [k for k in ("task", "model", "attention", "pe") if k in t and (k != "task" or t[k].nunique() > 1)]
         run_keys = [*keys, "seed"] if "seed" in t else keys
         # a run is under target when any of its rows records it (the order table's init rows record nothing)
         runs = t.assign(_under=under_target(t)).groupby(run_keys, sort=False, as_index=False)["_under"].any()
@@ -443,6 +444,11 @@ def pe_lr_words(model: dict[str, Any]) -> str:
     return "" if scale == 1 else f"position parameters at {scale:g}× the lr"
 
 
+def override(sweep: dict[str, Any], key: str) -> str | None:
+    """The value a recorded sweep sets ``key`` to in its overrides ("alibi,fire" for pe), or None."""
+    return next((v.split("=", 1)[1] for v in sweep.get("overrides", []) if v.split("=", 1)[0] == key), None)
+
+
 def about(meta: Meta, name: str, table: pd.DataFrame | None = None) -> dict[str, str]:
     """Words for the prose about the table ``name``: ``seeds`` ("3 seeds", counted in the table,
     else the suite's) and ``model`` ("2-layer, 64-wide model (lm_tiny, 400 training steps)") from
@@ -455,19 +461,21 @@ def about(meta: Meta, name: str, table: pd.DataFrame | None = None) -> dict[str,
     if {"n_layers", "d_model"} <= set(m):
         trained = f", {steps.format(m['steps'])}" if m.get("steps") else ""
         trained += f", {pe_lr_words(m)}" if pe_lr_words(m) else ""
-        # sweeps that fill the same table with their own recipe (NoPE's deeper LM, a learning rate)
+        # sweeps that fill the same table with their own recipe (NoPE's deeper LM, a learning rate,
+        # an algorithmic task's depth): each difference once, with the schemes or tasks that have it
+        by_task = len({override(sweep, "task") for _, sweep in filling}) > 1
+        differ: dict[str, list[str]] = {}
         for other_name, other in filling[1:]:
             o = other.get("model") or {}
-            if {"n_layers", "d_model"} <= set(o) and o != m:
-                which = next(
-                    (v.split("=", 1)[1].replace(",", ", ") for v in other.get("overrides", []) if v.startswith("pe=")),
-                    other_name,
-                )
-                if (o["n_layers"], o["d_model"]) != (m["n_layers"], m["d_model"]):
-                    which += f" {o['n_layers']}-layer, {o['d_model']}-wide"
-                if pe_lr_words(o) != pe_lr_words(m):
-                    which += f" with {pe_lr_words(o) or 'the base lr'}"
-                trained += f"; {which}"
+            if not {"n_layers", "d_model"} <= set(o):
+                continue
+            shape = (o["n_layers"], o["d_model"])
+            words = [f"{shape[0]}-layer, {shape[1]}-wide"] if shape != (m["n_layers"], m["d_model"]) else []
+            words += [f"with {pe_lr_words(o) or 'the base lr'}"] if pe_lr_words(o) != pe_lr_words(m) else []
+            if words:
+                which = override(other, "task") if by_task else override(other, "pe")
+                differ.setdefault(" ".join(words), []).append((which or other_name).replace(",", ", "))
+        trained += "".join(f"; {', '.join(which)} {words}" for words, which in differ.items())
         model = f"{m['n_layers']}-layer, {m['d_model']}-wide model ({m.get('name', '?')}{trained})"
     else:
         model = "model"  # a suite recorded before model sizes were

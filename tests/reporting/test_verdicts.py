@@ -64,6 +64,22 @@ def test_the_family_corrects_with_holm_and_the_verdict_needs_every_test():
         Family("F", [strong], correction="bonferroni")
 
 
+def test_a_comparison_under_two_seeds_is_untested_and_equal_differences_size_no_effect():
+    """A scheme that learned in one seed leaves a paired test nothing to test: it is listed as
+    untested, counted apart, outside the correction, and keeps the family from agreeing. Two arms
+    at 0 in every seed (both fail at 2L) give no spread to size a detectable effect from."""
+    one = Claim.of("one", ">", {0: 0.6}, {0: 0.3, 1: 0.3})
+    zeros = Claim.of("zeros", ">", dict.fromkeys(SEEDS, 0.0), dict.fromkeys(SEEDS, 0.0))
+    family = Family("F", [Claim.of("x", ">", *arms(CLEAR)), one, zeros])
+    assert family.counts() == "1 agree, 1 inconclusive of 2 tests; 1 untested (under 2 seeds)"
+    assert family.correction_words() == "Holm over 2 tests, α = 0.05" and family.verdict == "inconclusive"
+    assert family.seeds() == "5"
+    lines = family.lines()
+    assert lines[1] == "- one > 0: 0.3 (n=1); untested: 1 seed with both arms (a paired test needs 2)."
+    assert lines[2].endswith("→ **inconclusive**; detectable at n=5: — (every seed's difference is 0).")
+    assert family.mde_range() == family.lines()[0].split("detectable at n=5: ")[1].rstrip(".")
+
+
 def test_each_line_prints_the_test_its_p_values_and_the_minimum_detectable_effect_beside_the_paper():
     a, b = arms(NOISY)
     effect = Effect(-0.028, "none − 1D", "table 8")
@@ -152,7 +168,7 @@ def test_the_verdict_table_names_the_verdict_test_correction_n_and_mde():
     for label in ("at 2× (64 tokens, the paper's protocol)", "at 512 tokens"):
         row = next(line for line in table.splitlines() if f"NoPE, {label}" in line)
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[1:8] == ["agrees", "2 agree of 2 tests", "paired t", "Holm over 2 tests, α = 0.05", "5", "64", "0"]
+        assert cells[1:8] == ["agrees", "2 agree of 2 tests", "paired t", "Holm over 2 tests, α = 0.05", "5", "64", "—"]
     body = nope_section(text)
     assert "Passkey accuracy at 32 → 512 tokens (no rescaling; chance 0.1)" in body
     assert "nope 0.95 [" in body and "(n=5, 64 items)" in body
@@ -190,7 +206,7 @@ def algorithmic() -> pd.DataFrame:
                         "items": 256,
                         "chance": chance,
                         "split": "test",
-                        "reached_target": True,
+                        "reached_target": not (pe == "rope" and seed == 4),
                         "status": "completed",
                     }
                 )
@@ -199,8 +215,12 @@ def algorithmic() -> pd.DataFrame:
 
 def test_each_algorithmic_task_shows_its_own_chance_level_and_joins_one_family():
     """Two tasks with different chance levels: the table gives each task's beside its rows, not one
-    level for the whole table, and NoPE's family holds one test per task."""
-    body = nope_section(render({"algorithmic": algorithmic()}, META))
+    level for the whole table, NoPE's family holds one test per task, and the runs under target are
+    named by task."""
+    text = render({"algorithmic": algorithmic()}, META)
+    body = nope_section(text)
+    # each run named once, by its task: not "rope (seed 4, 4)"
+    assert "- `algorithmic`: 2 did not learn — copy rope (seed 4); parity rope (seed 4)." in text
     table = [line for line in body.splitlines() if line.startswith("| copy") or line.startswith("| parity")]
     assert len(table) == 4
     assert all(line.rstrip(" |").endswith("—") for line in table if line.startswith("| copy"))
@@ -263,7 +283,7 @@ def test_the_fixed_budget_tables_are_read_beside_the_trained_to_criterion_ones()
     trend = text.split("## Model size and training budget")[1].split("## The seed")[0]
     assert "### fixed budget (passkey 2500 steps)" in trend
     row = next(line for line in trend.splitlines() if "| NoPE, at 512 tokens " in line)
-    assert "agrees (2 agree of 2 tests; detectable 0)" in row
+    assert "agrees (2 agree of 2 tests; detectable —)" in row  # every seed 0.3 apart: no spread
 
 
 def test_the_correction_and_level_come_from_the_data_file(tmp_path, monkeypatch):
@@ -310,3 +330,22 @@ def test_the_report_names_the_sweeps_a_run_left_out():
     meta["left_out"] = {"extrapolation_text_fixed": "extrapolation_text_fixed", "check": "check"}
     (line,) = [line for line in _meta_lines(meta) if line.startswith("Not run")]
     assert line.endswith(": `check`, `extrapolation_text_fixed`.")
+
+
+def test_a_table_filled_by_several_tasks_names_each_tasks_model_once():
+    """The algorithmic table: addition and parity at 2 layers, copy and reverse at 4 (and another
+    sequence length, which is the task's, not the model's): one clause for the deeper tasks."""
+    from posenc.reporting.tables import about
+
+    def sweep(task: str, layers: int, seq_len: int) -> dict:
+        model = {"d_model": 64, "n_layers": layers, "name": "lm_tiny", "steps": 3000, "seq_len": seq_len}
+        return {"table": "algorithmic", "model": model, "overrides": ["pe=nope,rope", f"task={task}"]}
+
+    sweeps = {
+        "algorithmic_addition": sweep("addition", 2, 14),
+        "algorithmic_copy": sweep("copy", 4, 32),
+        "algorithmic_parity": sweep("parity", 2, 6),
+        "algorithmic_reverse": sweep("reverse", 4, 32),
+    }
+    words = about(META | {"sweeps": sweeps}, "algorithmic", algorithmic())["model"]
+    assert words == "2-layer, 64-wide model (lm_tiny, at most 3000 training steps; copy, reverse 4-layer, 64-wide)"
