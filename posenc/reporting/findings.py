@@ -46,6 +46,7 @@ from posenc.reporting.tables import (
     Tables,
     about,
     as_trained,
+    chance_levels,
     chance_words,
     controls,
     encoding,
@@ -430,7 +431,7 @@ def _algorithmic(a: pd.DataFrame, subject: str, meta: Meta) -> tuple[list[str], 
             continue
         train, double = ns[0], ns[-1]
         n = items(part)
-        chance = chance_words(part).removeprefix("; chance ") or "—"  # each task its own
+        chance = chance_levels(part) or "—"  # each task its own
         for pe in part["pe"].unique():
             rows.append(
                 {

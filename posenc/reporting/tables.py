@@ -341,12 +341,16 @@ def primary_metric(t: pd.DataFrame) -> str:
     return next((m for m in ACCURACIES if m in recorded), ACCURACIES[-1])
 
 
-def chance_words(t: pd.DataFrame) -> str:
-    """ "; chance 0.1" where the table records its chance level (a ``chance`` column), else ""."""
+def chance_levels(t: pd.DataFrame) -> str:
+    """ "0.1" (or "0.1, 0.5") where the table records its chance level (a ``chance`` column), else ""."""
     if "chance" not in t or not t["chance"].notna().any():
         return ""
-    values = sorted({f"{float(v):.3g}" for v in t["chance"].dropna()}, key=float)
-    return f"; chance {', '.join(values)}"
+    return ", ".join(sorted({f"{float(v):.3g}" for v in t["chance"].dropna()}, key=float))
+
+
+def chance_words(t: pd.DataFrame) -> str:
+    """ "; chance 0.1" where the table records its chance level, else ""."""
+    return f"; chance {levels}" if (levels := chance_levels(t)) else ""
 
 
 def extrapolation_table(t: pd.DataFrame, metric: str) -> pd.DataFrame:
