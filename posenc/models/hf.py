@@ -28,11 +28,13 @@ GLOBAL_LAYERS = "full_attention"
 
 def rope_layer_types(config: Any) -> tuple[str, ...]:
     """The layer types a config gives RoPE settings of their own (Gemma 3: ``sliding_attention``
-    and ``full_attention``); () when every layer shares one RoPE."""
+    and ``full_attention``); () when every layer shares one RoPE. Only the entries that are
+    dicts count: transformers 5.9 also writes a top-level ``rope_type`` and ``rope_theta: None``
+    beside Gemma 3's per-type dicts (and its model reads the per-type ones)."""
     params = getattr(config, "rope_parameters", None)
-    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
-        return tuple(params)
-    return ()
+    if not isinstance(params, dict):
+        return ()
+    return tuple(key for key, value in params.items() if isinstance(value, dict))
 
 
 def rope_parameters(config: Any, layer_type: str | None = None) -> dict[str, Any]:

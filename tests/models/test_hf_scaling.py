@@ -88,3 +88,23 @@ def test_unknown_rope_type_is_a_config_error():
     hf.config.rope_parameters = {"rope_type": "mrope", "rope_theta": 500.0}
     with pytest.raises(ConfigError, match="rope_type 'mrope' is not supported; supported: default, linear"):
         from_hf_llama(hf)
+
+
+def test_layer_types_are_the_rope_parameters_that_are_dicts():
+    """transformers 5.9 writes a top-level rope_type and a null rope_theta beside Gemma 3's
+    per-type dicts; the layer types (and each one's θ) are read from the dicts alone."""
+    from types import SimpleNamespace
+
+    from posenc.models.hf import rope_layer_types, rope_parameters
+
+    per_type = {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        "full_attention": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 2.0},
+    }
+    for extra in ({}, {"rope_type": "default", "rope_theta": None}):
+        config = SimpleNamespace(model_type="gemma3_text", rope_parameters={**per_type, **extra})
+        assert rope_layer_types(config) == ("sliding_attention", "full_attention")
+        assert rope_parameters(config)["rope_theta"] == 1e6  # the global layers by default
+        assert rope_parameters(config, "sliding_attention")["rope_theta"] == 1e4
+    flat = SimpleNamespace(model_type="llama", rope_parameters={"rope_type": "longrope", "short_factor": [1.0]})
+    assert rope_layer_types(flat) == ()
