@@ -298,9 +298,10 @@ def full_score_mod(bias: torch.Tensor) -> ScoreMod:
     """The score_mod adding a full (…, n_h, s, s) bias (leading dims 1 or the batch)."""
     full = bias.reshape(-1, *bias.shape[-3:])  # (1 or b, n_h, s, s)
     if full.shape[0] == 1:
+        shared = full[0]  # indexed by tensors only: torch < 2.9 cannot trace a Python int among them
 
         def score_mod(score, batch, head, i, j):
-            return score + full[0, head, i, j]
+            return score + shared[head, i, j]
     else:
 
         def score_mod(score, batch, head, i, j):

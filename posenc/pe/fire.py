@@ -190,13 +190,14 @@ class FirePE(PositionScheme):
             return None
         psi = fire_psi(torch.arange(positions.shape[0], device=positions.device, dtype=torch.float32), self.c)
         inv = 1 / (fire_psi(torch.maximum(positions.float(), self.threshold), self.c) + EPS)  # (s,)
-        w1, b1, w2, b2 = self.mlp[0].weight[:, 0], self.mlp[0].bias, self.mlp[2].weight, self.mlp[2].bias
+        w1, b1, b2 = self.mlp[0].weight[:, 0], self.mlp[0].bias, self.mlp[2].bias
+        w2 = self.mlp[2].weight.t().unbind(0)  # per hidden unit, (n_h,): indexed by the head tensor alone
 
         def score_mod(score, batch, head, i, j):
             x = psi[(i - j).abs()] * inv[i]
             bias = b2[head]
             for unit in range(w1.shape[0]):
-                bias = bias + w2[head, unit] * torch.relu(w1[unit] * x + b1[unit])
+                bias = bias + w2[unit][head] * torch.relu(w1[unit] * x + b1[unit])
             return score + bias
 
         return score_mod
