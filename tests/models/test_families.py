@@ -10,9 +10,12 @@ from torch.testing import assert_close
 
 transformers = pytest.importorskip("transformers")
 
+from packaging.version import Version  # noqa: E402
+
 from posenc.core.errors import ConfigError  # noqa: E402
 from posenc.models.families import FAMILIES, InjectedLM, describe_rope, family_of  # noqa: E402
 
+HF_VERSION = Version(transformers.__version__)
 VOCAB, MAX_POS, HEAD_DIM, ORIGINAL = 101, 32, 16, 8
 COMMON = dict(
     vocab_size=VOCAB,
@@ -112,6 +115,10 @@ CASES = [(f, t) for f in FAMILY_CONFIGS for t in scalings(16) if takes(f, t)]
 
 @pytest.mark.parametrize(("family", "rope_type"), CASES, ids=[f"{f}-{t}" for f, t in CASES])
 def test_logits_and_losses_match_transformers(family, rope_type):
+    if (family, rope_type) == ("gemma3_text", "longrope") and HF_VERSION < Version("5.21"):
+        # transformers' own reference: before 5.21 its LongRoPE update of a rotary with rope
+        # parameters per layer type (Gemma 3's) fails on its second long input (UnboundLocalError)
+        pytest.skip(f"transformers {transformers.__version__} computes no per-layer-type LongRoPE reference")
     hf = tiny(family, rope_type)
     # within the original context, then past max_position_embeddings (dynamic NTK and LongRoPE switch)
     refs = references(hf, [7, 24, 3 * MAX_POS + 5])
