@@ -591,7 +591,7 @@ def _real_reference(sizes: Sizes):
 
         source = pretrained.resolve_source(sizes.real_model)
         model = AutoModelForCausalLM.from_pretrained(
-            source.path, dtype=torch.float32, attn_implementation="sdpa", **source.kwargs()
+            source.path, dtype=torch.float32, attn_implementation="sdpa", **source.model_kwargs()
         )
         return model.eval(), source.name
     torch.manual_seed(0)

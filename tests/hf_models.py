@@ -71,8 +71,9 @@ def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(path: Path, model, tokenizer) -> Path:
-    """``model`` (a LlamaForCausalLM) and its BPE tokenizer as a float32 GGUF file."""
+def write_gguf(path: Path, model, tokenizer, q8: bool = False) -> Path:
+    """``model`` (a LlamaForCausalLM) and its BPE tokenizer as a float32 GGUF file; ``q8``: the
+    layers' matrices quantized to Q8_0 (blocks of 32 int8 with one scale), as published files are."""
     import gguf
 
     c = model.config
@@ -87,7 +88,7 @@ def write_gguf(path: Path, model, tokenizer) -> Path:
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(c.rms_norm_eps)
     writer.add_vocab_size(c.vocab_size)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if q8 else gguf.LlamaFileType.ALL_F32)
     vocab = tokenizer.get_vocab()
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     import json
@@ -123,7 +124,12 @@ def write_gguf(path: Path, model, tokenizer) -> Path:
                 w = _permute(w, c.num_attention_heads)
             elif ours == "attn_k":
                 w = _permute(w, c.num_key_value_heads)
-            writer.add_tensor(f"blk.{i}.{ours}.weight", np.ascontiguousarray(w))
+            w = np.ascontiguousarray(w)
+            if q8 and w.ndim == 2:
+                kind = gguf.GGMLQuantizationType.Q8_0
+                writer.add_tensor(f"blk.{i}.{ours}.weight", gguf.quants.quantize(w, kind), raw_dtype=kind)
+            else:
+                writer.add_tensor(f"blk.{i}.{ours}.weight", w)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

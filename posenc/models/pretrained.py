@@ -57,6 +57,20 @@ class Source:
     def kwargs(self) -> dict[str, Any]:
         return {"gguf_file": self.gguf_file} if self.gguf_file else {}
 
+    def model_kwargs(self) -> dict[str, Any]:
+        """``kwargs`` for a model's ``from_pretrained``: a GGUF file's weights unpacked into dense
+        tensors of the dtype asked for, the weights posenc's forward reads. transformers releases
+        that have ``GgufConfig`` can keep a quantized file's weights packed (for the architectures
+        it has kernels for, looked up on the hub), and warn on every bfloat16 load of a quantized
+        file that packed weights compute in float32, whether or not they stay packed;
+        ``dequantize=True`` asks for the dense model up front. Earlier releases always unpack."""
+        if not self.gguf_file:
+            return {}
+        import transformers
+
+        config = getattr(transformers, "GgufConfig", None)
+        return self.kwargs() | ({"quantization_config": config(dequantize=True)} if config else {})
+
 
 def require_hf(gguf: bool = False) -> None:
     """A ``UserError`` naming the extra when transformers (or, for a .gguf file, gguf and
@@ -214,7 +228,7 @@ def load_transformers(source: Source, dtype: torch.dtype = torch.float32) -> tup
 
     with quiet_loading(gguf=source.gguf_file is not None):
         tokenizer = AutoTokenizer.from_pretrained(source.path, **source.kwargs())
-        hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=dtype, **source.kwargs())
+        hf = AutoModelForCausalLM.from_pretrained(source.path, dtype=dtype, **source.model_kwargs())
     return hf.eval(), tokenizer
 
 

@@ -147,3 +147,34 @@ def test_half_precision_estimate_bounds_the_measured_peak():
     config = LlamaConfig(**SMOLLM2_SHAPES)
     for dtype, measured in ((torch.bfloat16, 1.69), (torch.float32, 1.73)):
         assert measured < pretrained.peak_bytes(config, 8192, dtype) / 2**30 < 1.3 * measured
+
+
+def test_a_quantized_gguf_loads_dense_in_the_asked_dtype_without_a_packed_weights_warning(tmp_path):
+    """A Q8_0 file, quantized as published GGUF files are, loads as dense weights in the dtype asked
+    for, equal to its blocks unpacked. transformers releases that can keep GGUF weights packed warn,
+    on a bfloat16 load, that packed weights compute in float32 and to pass float32 instead; posenc
+    asks for the unpacked model up front (``Source.model_kwargs``), so no such warning is shown."""
+    import logging
+
+    import gguf
+    from hf_models import tiny_llama, tiny_tokenizer, write_gguf
+
+    model = tiny_llama(tied=False)
+    path = write_gguf(tmp_path / "q8.gguf", model, tiny_tokenizer(), q8=True)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("transformers")
+    logger.addHandler(handler)
+    try:
+        source = pretrained.resolve_source(str(path))
+        loaded = pretrained.load_pretrained(source, pretrained.read_config(source), torch.bfloat16)
+    finally:
+        logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records if "packed" in r.getMessage()]
+    assert {p.dtype for p in loaded.lm.parameters()} == {torch.bfloat16}
+    kind = gguf.GGMLQuantizationType.Q8_0
+    up = model.model.layers[1].mlp.up_proj.weight.detach().float().numpy()
+    unpacked = torch.from_numpy(gguf.quants.dequantize(gguf.quants.quantize(up, kind), kind).copy())
+    assert not torch.equal(unpacked, torch.from_numpy(up))  # Q8_0 rounded them
+    assert torch.equal(loaded.lm.blocks[1].mlp.up.weight, unpacked.to(torch.bfloat16))
