@@ -1,18 +1,21 @@
-"""The remap table of this folder from its runs: one row per scored cell of each run folder (its
-`config.yaml`, `table.csv`, `cells.jsonl` with each cell's forward seconds, and `time.txt`, the
-`/usr/bin/time -v` lines of the command), written to `remaps.csv` and `remaps.md` beside this file.
+"""The remap table of a folder from its runs (default: this file's folder): one row per scored
+cell of each run folder (its `config.yaml`, `table.csv`, `cells.jsonl` with each cell's forward
+seconds, and `time.txt`, the `/usr/bin/time -v` lines of the command), written to `remaps.csv` and
+`remaps.md` in that folder. Each run scores one length, the table's last column.
 
-    python results/real/remaps/table.py
+    python results/real/remaps/table.py                         # 2x: 16,384 tokens
+    python results/real/remaps/table.py results/real/remaps/4x  # 4x: 32,768 tokens
 """
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-here = Path(__file__).parent
+here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
 rows = []
 for run in sorted(p for p in here.iterdir() if (p / "table.csv").exists()):
     remap = yaml.safe_load((run / "config.yaml").read_text()).get("remap") or {}
@@ -21,7 +24,8 @@ for run in sorted(p for p in here.iterdir() if (p / "table.csv").exists()):
     timing = (run / "time.txt").read_text()
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", timing).group(1)
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", timing).group(1))
-    table = pd.read_csv(run / "table.csv").pivot(index="scale", columns="metric", values="16384")
+    scored = pd.read_csv(run / "table.csv")
+    table = scored.pivot(index="scale", columns="metric", values=scored.columns[-1])
     for scale, row in table.iterrows():
         rows.append(
             {
