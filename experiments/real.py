@@ -413,19 +413,27 @@ class Model:
         """Greedy decoding after ``ids[:-answer]`` until ``done(tokens)`` or ``limit`` tokens, and
         the forwards it took. One forward over the prompt and its answer gives greedy's tokens up
         to the first that departs from the answer (until then greedy fed itself the answer's own
-        prefix), or the answer and the token after it; each further token is one more forward."""
+        prefix), or the answer and the token after it; each further token is one more forward: of
+        that token alone against the keys and values cached (``kv_cache``), or, on a model without
+        a cache, over the whole sequence again."""
         device = self.install(scale, ids.numel())
         prompt, expected = ids[:-answer], ids[-answer:].tolist()
-        picks = self.lm(ids[None].to(device), last=answer + 1)[0].argmax(-1).tolist()  # (answer + 1,)
+        cache = self.lm.kv_cache()
+        picks = self.lm(ids[None].to(device), last=answer + 1, cache=cache)[0].argmax(-1).tolist()  # (answer + 1,)
         out: list[int] = []
         for i, token in enumerate(picks):
             out.append(token)
             if done(out) or len(out) >= limit or (i < answer and token != expected[i]):
                 break
+        if cache is not None:  # the answer's tokens past those greedy kept are not its context
+            cache.truncate(prompt.numel() + len(out) - 1)
         forwards = 1
         while not done(out) and len(out) < limit:
-            x = torch.cat((prompt, torch.tensor(out, dtype=prompt.dtype)))
-            out.append(int(self.lm(x[None].to(device), last=1)[0, -1].argmax()))
+            if cache is None:
+                x = torch.cat((prompt, torch.tensor(out, dtype=prompt.dtype)))[None]
+            else:
+                x = torch.tensor([out[-1:]], dtype=prompt.dtype)  # (1, 1): the newest token
+            out.append(int(self.lm(x.to(device), last=1, cache=cache)[0, -1].argmax()))
             forwards += 1
         return out, forwards
 

@@ -18,6 +18,7 @@ fused causal kernel runs (``key_bias_attention``). A full bias that is being tra
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ from torch import nn
 
 from posenc.models.blocked import blocked_causal_attention
 from posenc.pe.base import PositionScheme, ScoreMod, float32, toeplitz_distances
+from posenc.pe.rope import apply_rope
 
 # Queries per SDPA call when the bias blocks are views (``toeplitz_bias_attention``): they cost no
 # memory, so a call can take many queries; under a causal mask a block wastes about chunk/2 keys
@@ -323,6 +325,46 @@ def key_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_bi
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=h_d**-0.5)[..., :h_d]
 
 
+@dataclass
+class LayerCache:
+    """One layer's keys, unrotated, and values of every token so far, (b, n_kv, t, h_d) each (None:
+    none yet): a decoding step computes its new tokens' projections only and attends to these.
+    Keys are kept before RoPE, so every step rotates them under the frequencies installed then (a
+    rescaling that follows the length, or a remap's views, see each key as a full forward would)."""
+
+    keys: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' (b, n_kv, m, h_d) k and v; every token's, (b, n_kv, t, h_d)."""
+        if self.keys is not None:
+            k, v = torch.cat((self.keys, k), dim=2), torch.cat((self.values, v), dim=2)
+        self.keys, self.values = k, v
+        return k, v
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens (those after them were never decoded)."""
+        if self.keys is not None:
+            self.keys, self.values = self.keys[:, :, :length], self.values[:, :, :length]
+
+
+def cached_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pe: PositionScheme, rotation: Any, backend: str
+) -> torch.Tensor:
+    """(b, n_h, m, h_d) unrotated queries of the last m of t tokens against every token's (b, n_kv, t,
+    h_d) unrotated k and v -> (b, n_h, m, h_d): a decoding step, with a remap's state or RoPE's
+    (t, r/2) cos and sin of positions 0..t − 1 as ``rotation`` (None: a layer without RoPE)."""
+    m, t = q.shape[2], k.shape[2]
+    if backend == "remap" and rotation is not None:  # the remap's views of the last m queries
+        return rotation.attend(q, k, v)
+    if rotation is not None:
+        cos, sin = rotation
+        q, k = apply_rope(q, cos[-m:], sin[-m:], pe.layout), apply_rope(k, cos, sin, pe.layout)
+    # query i (position t − m + i) sees keys j ≤ t − m + i: none hidden from the last query
+    mask = None if m == 1 else torch.ones(m, t, dtype=torch.bool, device=q.device).tril(t - m)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+
+
 class Attention(nn.Module):
     """Multi-head (or grouped-query) attention through ``F.scaled_dot_product_attention``.
 
@@ -349,14 +391,22 @@ class Attention(nn.Module):
         positions: torch.Tensor | None = None,
         chunk: int | None = None,
         backend: str = "sdpa",
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
         """``backend``: the model's ``attention_backend`` (``select_attention``). ``bias``: a full
         (…, n_h, s, s) or per-key (…, n_h, 1, s) bias; or, when it is None and ``pe`` adds a bias,
-        ``positions`` and ``chunk`` make attention build it per chunk of queries."""
+        ``positions`` and ``chunk`` make attention build it per chunk of queries. ``cache``: the
+        layer's keys and values so far, extended by these s tokens (``CausalLM.kv_cache``); the
+        rotation and positions then cover every token, the cached ones first."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         v = self.v(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
+        if cache is not None:
+            k, v = cache.extend(k, v)  # (b, n_kv, t, h_d): the cached tokens', then these
+            if k.shape[2] > s:  # a decoding step after cached tokens
+                y = cached_attention(q, k, v, pe, rotation, backend)
+                return self.o(y.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))  # (b, s, d)
         if backend == "remap":  # posenc.pe.remap: ``rotation`` is its state, which rotates q and k per view
             if rotation is None:  # a layer without RoPE (pe.nope_layers) attends as trained
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=k.shape[1] != q.shape[1])
@@ -432,6 +482,7 @@ class Block(nn.Module):
         positions: torch.Tensor | None = None,
         chunk: int | None = None,
         backend: str = "sdpa",
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk, backend)
+        x = x + self.attn(self.attn_norm(x), pe, rotation, bias, causal, positions, chunk, backend, cache)
         return x + self.mlp(self.mlp_norm(x))

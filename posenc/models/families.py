@@ -283,6 +283,11 @@ class InjectedLM(nn.Module):
         """As ``CausalLM.follow_length``: ``scale`` re-applied to ``pe`` for each forward's length."""
         self.length_scale = scale
 
+    def kv_cache(self) -> None:
+        """None: decoding runs a full forward per token here. transformers' own cache keeps keys
+        rotated, which a remap's views or a rescaling that follows the length would see wrongly."""
+        return None
+
     def set_remap(self, remap: NoRemap | None) -> None:
         """Run ``remap`` (``posenc.pe.remap``; None or ``none``: off) in the attention of every layer
         with RoPE of the scaled layer type (all of them where the layers share one RoPE): transformers
@@ -313,10 +318,14 @@ class InjectedLM(nn.Module):
         targets: torch.Tensor | None = None,
         chunk: int = 1024,
         last: int | None = None,
+        cache: None = None,
     ) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits; with (b, s)
         ``targets`` their (b, s) float32 losses, the head run ``chunk`` positions at a time;
-        ``last``: the logits of the last ``last`` positions only. As ``CausalLM.forward``."""
+        ``last``: the logits of the last ``last`` positions only. As ``CausalLM.forward``, without
+        a cache (``kv_cache``)."""
+        if cache is not None:
+            raise ValueError("InjectedLM decodes without a cache (kv_cache gives None)")
         b, s = idx.shape
         if positions is None:
             positions = default_positions(s, idx.device)

@@ -15,9 +15,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc.core.errors import ConfigError
-from posenc.models.blocks import Block, RMSNorm, init_weights, select_attention
+from posenc.models.blocks import Block, LayerCache, RMSNorm, init_weights, select_attention
 from posenc.pe.base import PositionScheme, default_positions, float32, randomized_positions
 from posenc.pe.remap.base import NoRemap, Remap, remap_chunk
+from posenc.pe.rope import RoPE
 from posenc.pe.scaling import NoScale
 from posenc.tasks.base import IGNORE_INDEX
 
@@ -65,6 +66,20 @@ def chunked_cross_entropy(
             logits.flatten(0, 1), t.flatten(), ignore_index=IGNORE_INDEX, reduction="none"
         ).view(logits.shape[:2])
     return out
+
+
+class KVCache(list):
+    """Every layer's ``LayerCache``: the tokens a decoding step extends (``CausalLM.kv_cache``)."""
+
+    @property
+    def length(self) -> int:
+        """Tokens cached so far."""
+        return 0 if self[0].keys is None else self[0].keys.shape[2]
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` tokens: those after them are to be replaced."""
+        for layer in self:
+            layer.truncate(length)
 
 
 class CausalLM(nn.Module):
@@ -184,6 +199,18 @@ class CausalLM(nn.Module):
         between passes); None: the scheme stays as it is."""
         self.length_scale = scale
 
+    def kv_cache(self) -> KVCache | None:
+        """An empty cache for decoding token by token (``forward(…, cache=)``), or None where the
+        scheme needs more than unrotated keys and values to extend a sequence (a bias, an added
+        embedding, another rotation than RoPE's), or where the frequencies follow the length
+        (``follow_length``: each new token changes them, and with them every earlier token's hidden
+        states, which a cache would keep as they were): decode by full forwards."""
+        pe = self.pe
+        rope = type(pe) is RoPE or not (pe.rotates_qk or pe.adds_bias or pe.adds_embedding)
+        if not rope or not self.causal or self.length_scale is not None:
+            return None
+        return KVCache(LayerCache() for _ in self.blocks)
+
     def attention_chunk(self, batch: int, seq_len: int) -> int:
         """Queries per attention chunk for a bias scheme; ``seq_len`` means one full bias."""
         if self.bias_chunk is not None:
@@ -215,6 +242,7 @@ class CausalLM(nn.Module):
         targets: torch.Tensor | None = None,
         chunk: int = 1024,
         last: int | None = None,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits.
 
@@ -224,10 +252,15 @@ class CausalLM(nn.Module):
         With (b, s) ``targets``: their (b, s) float32 cross-entropy instead (0 where a target is
         ``IGNORE_INDEX``), the head run ``chunk`` positions at a time so that full-vocabulary
         logits never exist for the whole window (a 16k window of a 49k vocabulary: 3 GiB).
-        ``last``: the logits of the last ``last`` positions only, (b, last, V).
+        ``last``: the logits of the last ``last`` positions only, (b, last, V). ``cache``
+        (``kv_cache``): ``idx`` continues the tokens cached, at positions after them (``positions``
+        is not given); its keys and values are added to the cache, and its logits equal those of a
+        forward over every token.
         """
         b, s = idx.shape
         pe = self.pe
+        if cache is not None:  # the rotation covers the cached tokens too; only idx's queries run
+            positions = default_positions(cache.length + s, idx.device)
         if self.length_scale is not None:  # frequencies that follow the length (dynamic NTK, LongRoPE)
             self.length_scale.apply(pe, s if positions is None else int(positions.max()) + 1)
         if positions is None and self.training and pe.randomized:
@@ -240,13 +273,15 @@ class CausalLM(nn.Module):
                 x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
             rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk and self.remap is None else None
             if self.remap is not None:  # the remap's rotations at each of its views' positions, once
-                rotation = self.remap.prepare(pe, positions, x.dtype, remap_chunk(b * self.n_heads, s))
+                n = positions.shape[-1]
+                rotation = self.remap.prepare(pe, positions, x.dtype, remap_chunk(b * self.n_heads, n))
             # the attention's query chunk is its own: ``chunk`` stays the head's (once overwritten here,
             # the head ran over the whole window, full-vocabulary logits for 16k tokens: 9 GB at 12k)
             bias, queries = self.attention_bias(positions, b, x.dtype) if pe.adds_bias else (None, s)
         for i, block in enumerate(self.blocks):
             rotated = None if i in pe.nope_layers else rotation  # a layer without RoPE (pe.nope_layers)
-            x = block(x, pe, rotated, bias, self.causal, positions, queries, self.attention_backend)
+            layer = None if cache is None else cache[i]
+            x = block(x, pe, rotated, bias, self.causal, positions, queries, self.attention_backend, layer)
         x = self.norm(x)
         if targets is not None:
             return chunked_cross_entropy(x, self.output_weight, targets, chunk)

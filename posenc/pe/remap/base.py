@@ -95,22 +95,24 @@ def remapped_attention(
     piece at a time (default: ``REMAP_TILE_ELEMENTS`` scores a tile, at least ``MIN_TILE`` keys);
     ``scale`` on the scores (default 1/√h_d; Gemma's is its own).
 
-    v is (b, n_kv, s, h_d); ``views`` holds each view's rotated (b, n_h, s, h_d) queries and
-    (b, n_kv, s, h_d) keys; ``pieces(start, stop)`` the pieces of the queries start..stop − 1.
+    v is (b, n_kv, s, h_d); ``views`` holds each view's rotated (b, n_h, m, h_d) queries, those of
+    the last m ≤ s tokens (a decoding step's), and (b, n_kv, s, h_d) keys; ``pieces(start, stop)``
+    the pieces of the queries start..stop − 1.
     Scores are q·k/√h_d in the inputs' dtype; one softmax, in float32, over every piece's keys (a
     key in two pieces is −∞ in all but one of them), computed online as flash attention does: each
     tile less the running row maximum, exponentiated in place, its row sums and its product with
     the tile's values added up, both rescaled when the maximum grows, divided once at the end. A
     tile stays in the CPU's cache, where a (chunk, s) block would be read from memory by each of
-    those steps. Grouped-query heads share K and V without copies. Returns (b, n_h, s, h_d).
+    those steps. Grouped-query heads share K and V without copies. Returns (b, n_h, m, h_d).
     """
-    b, n_h, s, h_d = views[0][0].shape
-    n_kv = v.shape[1]
+    b, n_h, m, h_d = views[0][0].shape
+    n_kv, s = v.shape[1], v.shape[2]
+    first = s - m  # the position of the first query
     rep = n_h // n_kv
     scale = h_d**-0.5 if scale is None else scale
     scaled = {id(qv): qv * scale for qv, _ in views}  # each view's queries once
     out = []
-    for start in range(0, s, chunk):
+    for start in range(first, s, chunk):
         stop = min(start + chunk, s)
         c = stop - start
         width = tile or max(MIN_TILE, REMAP_TILE_ELEMENTS // (b * n_h * c))
@@ -120,7 +122,8 @@ def remapped_attention(
         total = torch.zeros(b, n_kv, rep * c, 1, device=v.device)  # Σ exp(score − shift)
         for p in pieces(start, stop):
             qv, kv = views[p.view]
-            qb = scaled[id(qv)][:, :, start:stop].reshape(b, n_kv, rep * c, h_d)  # (b, n_kv, rep·c, h_d)
+            qb = scaled[id(qv)][:, :, start - first : stop - first]  # (b, n_h, c, h_d)
+            qb = qb.reshape(b, n_kv, rep * c, h_d)  # (b, n_kv, rep·c, h_d)
             for a in range(p.start, p.stop, width):
                 z = min(a + width, p.stop)
                 scores = (qb @ kv[:, :, a:z].transpose(-1, -2)).float()  # (b, n_kv, rep·c, e)
@@ -141,7 +144,7 @@ def remapped_attention(
                 acc = acc + (scores.to(v.dtype) @ v[:, :, a:z]).float()  # (b, n_kv, rep·c, h_d)
                 total = total + scores.sum(-1, keepdim=True)
         out.append((acc / total).to(v.dtype).view(b, n_h, c, h_d))
-    return torch.cat(out, dim=2)  # (b, n_h, s, h_d)
+    return torch.cat(out, dim=2)  # (b, n_h, m, h_d)
 
 
 def remap_chunk(batch_heads: int, seq_len: int) -> int:
@@ -164,10 +167,11 @@ class RemapState:
     tile: int | None = None
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-        """(b, n_h, s, h_d) q, (b, n_kv, s, h_d) k and v, unrotated -> (b, n_h, s, h_d); ``scale``
-        on the scores (default 1/√h_d)."""
-        layout = self.pe.layout
-        qs = {n: apply_rope(q, *self.rotations[n], layout) for n in dict.fromkeys(qi for qi, _ in self.views)}
+        """(b, n_h, m, h_d) q of the last m ≤ s tokens (m < s: a decoding step), (b, n_kv, s, h_d)
+        k and v, unrotated -> (b, n_h, m, h_d); ``scale`` on the scores (default 1/√h_d)."""
+        layout, m = self.pe.layout, q.shape[2]
+        last = [(cos[-m:], sin[-m:]) for cos, sin in self.rotations]  # (m, r/2) each: the queries' rows
+        qs = {n: apply_rope(q, *last[n], layout) for n in dict.fromkeys(qi for qi, _ in self.views)}
         ks = {n: apply_rope(k, *self.rotations[n], layout) for n in dict.fromkeys(ki for _, ki in self.views)}
         views = [(qs[qi], ks[ki]) for qi, ki in self.views]  # (b, n_h, s, h_d) and (b, n_kv, s, h_d) each
         return remapped_attention(v, views, self.pieces, self.chunk, self.tile, scale)
