@@ -22,7 +22,8 @@ Comparisons are paired by seed (``paired_difference``): the t interval of the pe
 differences a − b. Decisions are tests with p-values (``paired_t_test``; ``tost`` for equivalence
 within a margin, Schuirmann 1987), corrected within a family of tests (``holm``, Holm 1979;
 ``benjamini_hochberg``, Benjamini & Hochberg 1995), each with the smallest effect it could detect
-at its n (``minimum_detectable_effect``). ``accuracy_gap_bounds`` is the range a difference of
+at its n (``minimum_detectable_effect``). Pass/fail trials that two arms share (the same prompts
+under two methods) are compared by ``mcnemar_exact``. ``accuracy_gap_bounds`` is the range a difference of
 two accuracies can take given its base.
 """
 
@@ -375,6 +376,18 @@ def outside_margin(diffs: Sequence[float], margin: float) -> float:
         return float("nan")
     above = s["mean"] >= 0
     return min(1.0, 2 * one_sided_p(diffs, margin if above else -margin, above=above))
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value of paired pass/fail outcomes (McNemar 1947): of the trials
+    where exactly one arm passed, ``only_a`` passed in a alone and ``only_b`` in b alone; under no
+    difference each such trial is a fair coin, so p = min(1, 2·P(X ≤ min)) with X ~ Bin(n, ½),
+    n = only_a + only_b (1 when n = 0: the arms never disagree)."""
+    if only_a < 0 or only_b < 0:
+        raise ValueError(f"need counts >= 0, got {only_a} and {only_b}")
+    n = only_a + only_b
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
+    return min(1.0, 2 * tail)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

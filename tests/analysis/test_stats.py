@@ -231,6 +231,7 @@ from posenc.analysis.stats import (  # noqa: E402
     accuracy_gap_bounds,
     benjamini_hochberg,
     holm,
+    mcnemar_exact,
     minimum_detectable_effect,
     outside_margin,
     paired_t_test,
@@ -249,6 +250,22 @@ def test_holm_on_a_known_set_of_p_values():
     assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
     # the review's NoPE family: smallest p 0.0086 of 8 tests, 8·0.0086 = 0.069 > 0.05, not significant
     assert min(holm([0.0086, 0.039, 0.06, 0.069, 0.11, 0.3, 0.44, 0.82])) == pytest.approx(8 * 0.0086)
+
+
+@pytest.mark.parametrize("only_a, only_b", [(0, 0), (0, 1), (0, 5), (5, 0), (3, 9), (9, 3), (7, 7), (1, 19), (12, 30)])
+def test_mcnemar_exact_is_the_two_sided_binomial_test_of_the_discordant_pairs(only_a, only_b):
+    """SciPy's exact binomial test at ½ on the discordant trials (no disagreement: p = 1)."""
+    n = only_a + only_b
+    expected = 1.0 if n == 0 else scipy_stats.binomtest(only_a, n, 0.5).pvalue
+    assert mcnemar_exact(only_a, only_b) == pytest.approx(expected, rel=1e-12)
+
+
+def test_mcnemar_exact_known_values_and_bad_counts():
+    """0 against 5: 2·(½)⁵ = 1/16; 1 against 19: 2·21/2²⁰."""
+    assert mcnemar_exact(0, 5) == 1 / 16
+    assert mcnemar_exact(1, 19) == pytest.approx(2 * 21 / 2**20, rel=1e-15)
+    with pytest.raises(ValueError, match="counts >= 0"):
+        mcnemar_exact(-1, 3)
 
 
 def test_benjamini_hochberg_on_a_known_set_of_p_values_and_against_scipy():
