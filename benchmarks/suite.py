@@ -7,6 +7,7 @@ Training rows add ``ratio_low, ratio_high``: the 95% interval of their median ra
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -610,6 +611,61 @@ def real_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return _forward_rows("real forward", name, ours, lambda ids: hf(ids).logits, hf.config.vocab_size, sizes, threads)
 
 
+def real_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """One greedy step after a cached context (a RULER or passkey answer's tokens past the first
+    that departs from the reference): posenc's (``CausalLM.kv_cache``) against transformers' own
+    (``DynamicCache``), the same Llama in float32, batch 1, a context of each length of
+    ``sizes.real_lengths``. Each call runs one token and cuts its cache back to the context, so
+    every call sees the same cache; the pair is timed interleaved in this process."""
+    from transformers import DynamicCache
+
+    from posenc.models import from_hf_llama
+
+    torch.set_num_threads(threads)
+    hf, name = _real_reference(sizes)
+    ours = from_hf_llama(hf).eval()
+    # transformers 5.25 renamed the forward's ``past_key_values`` to ``cache`` (the old name warns)
+    key = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"
+    rows = []
+    for length in sizes.real_lengths:
+        ids = torch.randint(0, hf.config.vocab_size, (1, length + 1))
+        context, token = ids[:, :-1], ids[:, -1:]
+        with torch.no_grad():
+            cache, ref_cache = ours.kv_cache(), DynamicCache(config=hf.config)
+            ours(context, cache=cache, last=1)
+            hf(context, **{key: ref_cache}, use_cache=True, logits_to_keep=1)
+        out: list[torch.Tensor] = [torch.empty(0), torch.empty(0)]
+
+        def step_ours() -> None:
+            with torch.no_grad():
+                out[0] = ours(token, cache=cache, last=1)[0, -1]
+            cache.truncate(length)
+
+        def step_ref() -> None:
+            with torch.no_grad():
+                out[1] = hf(token, **{key: ref_cache}, use_cache=True).logits[0, -1]
+            ref_cache.crop(-1)  # the token just added
+
+        t_ours, t_ref, speedup, _ = interleaved(step_ours, step_ref, threads, sizes.repeats, sizes.min_run_time / 4)
+        r = row("real decode", f"{name}: a token after {length} cached, time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
+        r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
+        err = float((out[0] - out[1]).abs().max())
+        rows += [
+            r,
+            {
+                "benchmark": "real decode",
+                "case": f"{name}: a token after {length} cached, max |posenc - HF|",
+                "posenc": err,
+                "reference": 0.0,
+                "unit": "abs",
+                "ratio": float("nan"),
+                "goal": "<= 1e-3",
+                "met": err <= 1e-3,
+            },
+        ]
+    return rows
+
+
 def _forward_rows(
     benchmark: str,
     name: str,
@@ -1052,6 +1108,7 @@ CASES = {
     "long": long_eval,
     "remaps": remap_forward,
     "real": real_forward,
+    "decode": real_decode,
     "families": family_forward,
     "bf16": bf16_forward,
     "vit": vit_forward,

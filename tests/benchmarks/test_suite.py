@@ -137,6 +137,18 @@ def test_real_forward_rows_compare_with_transformers_on_the_same_model():
     assert all(math.isnan(r["posenc"]) or r["posenc"] >= 0 for r in memory)
 
 
+def test_real_decode_rows_compare_a_cached_step_with_transformers_cache():
+    from posenc.benchmarks.suite import real_decode
+
+    rows = real_decode(Sizes.quick(), threads=1)
+    name = "SmolLM2 shapes, 2 layers, random"
+    assert [r["case"] for r in rows] == [
+        f"{name}: a token after 64 cached, {kind}" for kind in ("time", "max |posenc - HF|")
+    ]
+    assert rows[0]["posenc"] > 0 and rows[0]["reference"] > 0
+    assert rows[1]["met"] and rows[1]["posenc"] < 1e-4  # the step's logits are transformers' own
+
+
 def test_rss_peak_sees_an_allocation():
     import sys
 
