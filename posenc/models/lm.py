@@ -74,7 +74,7 @@ class KVCache(list):
     @property
     def length(self) -> int:
         """Tokens cached so far."""
-        return 0 if self[0].keys is None else self[0].keys.shape[2]
+        return self[0].length
 
     def truncate(self, length: int) -> None:
         """Keep the first ``length`` tokens: those after them are to be replaced."""
