@@ -1,0 +1,70 @@
+"""The RULER table of a folder of runs (default: this file's folder): every run folder's
+`ruler_trials.csv` (one row per trial: the method, length, trial, whether every answer was found)
+pooled into `ruler_table.md`/`.csv` (per method and length: trials with every answer found, the 95%
+Wilson interval, mean string_match_all, decoding forwards and seconds per trial) and
+`ruler_pairs.md`/`.csv` (each pair of methods at each length, paired by trial, since every method
+reads the same prompts: the trials only one of them got right, the exact McNemar p-value, and that
+p Holm-corrected over every pair and length of the table).
+
+    python results/real/ruler/table.py
+"""
+
+import sys
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+
+from posenc.analysis.stats import holm, mcnemar_exact, wilson_interval
+
+here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
+trials = pd.concat(
+    pd.read_csv(run / "ruler_trials.csv").assign(run=run.name)
+    for run in sorted(p for p in here.iterdir() if (p / "ruler_trials.csv").exists())
+)
+trials["method"] = trials.scale
+rows = []
+for (method, length), part in trials.groupby(["method", "length"], sort=False):
+    found, n = int(part.all_found.sum()), len(part)
+    low, high = wilson_interval(found, n)
+    rows.append(
+        {
+            "method": method,
+            "length": length,
+            "found": f"{found}/{n}",
+            "rate": round(found / n, 3),
+            "95% Wilson": f"{low:.2f}–{high:.2f}",
+            "string_match_all": round(part.score.mean(), 3),
+            "forwards / trial": round(part.forwards.mean(), 1),
+            "seconds / trial": round(part.seconds.mean(), 1),
+        }
+    )
+table = pd.DataFrame(rows).sort_values(["length", "method"])
+pairs = []
+for length, part in trials.groupby("length"):
+    found = part.pivot(index="trial", columns="method", values="all_found").astype(bool)
+    for a, b in combinations(sorted(found.columns), 2):
+        only_a, only_b = int((found[a] & ~found[b]).sum()), int((~found[a] & found[b]).sum())
+        pairs.append(
+            {
+                "length": length,
+                "a": a,
+                "b": b,
+                "trials": len(found),
+                "a found": int(found[a].sum()),
+                "b found": int(found[b].sum()),
+                "only a": only_a,
+                "only b": only_b,
+                "p (McNemar)": mcnemar_exact(only_a, only_b),
+            }
+        )
+pairs = pd.DataFrame(pairs)
+pairs["p (Holm)"] = holm(list(pairs["p (McNemar)"]))
+pairs["reading"] = [
+    ("a higher" if r["only a"] > r["only b"] else "b higher") if r["p (Holm)"] < 0.05 else "no difference shown"
+    for _, r in pairs.iterrows()
+]
+for name, frame in (("ruler_table", table), ("ruler_pairs", pairs)):
+    frame.to_csv(here / f"{name}.csv", index=False)
+    (here / f"{name}.md").write_text(frame.to_markdown(index=False, floatfmt=".3g") + "\n")
+    print(frame.to_markdown(index=False, floatfmt=".3g"), end="\n\n")
