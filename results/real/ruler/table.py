@@ -1,7 +1,8 @@
 """The RULER table of a folder of runs (default: this file's folder): every run folder's
 `ruler_trials.csv` (one row per trial: the method, length, trial, whether every answer was found)
 pooled into `ruler_table.md`/`.csv` (per method and length: trials with every answer found, the 95%
-Wilson interval, mean string_match_all, decoding forwards and seconds per trial) and
+Wilson interval, mean string_match_all, the wrong answers that are another needle's value, decoding
+forwards and seconds per trial) and
 `ruler_pairs.md`/`.csv` (each pair of methods at each length, paired by trial, since every method
 reads the same prompts: the trials only one of them got right, the exact McNemar p-value, and that
 p Holm-corrected over every pair and length of the table).
@@ -9,6 +10,8 @@ p Holm-corrected over every pair and length of the table).
     python results/real/ruler/table.py
 """
 
+import json
+import re
 import sys
 from itertools import combinations
 from pathlib import Path
@@ -18,11 +21,20 @@ import pandas as pd
 from posenc.analysis.stats import holm, mcnemar_exact, wilson_interval
 
 here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
-trials = pd.concat(
-    pd.read_csv(run / "ruler_trials.csv").assign(run=run.name)
-    for run in sorted(p for p in here.iterdir() if (p / "ruler_trials.csv").exists())
-)
+runs = sorted(p for p in here.iterdir() if (p / "ruler_trials.csv").exists())
+trials = pd.concat(pd.read_csv(run / "ruler_trials.csv").assign(run=run.name) for run in runs)
 trials["method"] = trials.scale
+NEEDLE = r"One special magic \w+ for \S+ is (\S+)\."  # a needle's value
+# the needles of each prompt (posenc.tasks.ruler.niah's NEEDLE): a wrong answer that is another key's value
+needles = {}
+for run in runs:
+    for line in (run / "ruler_prompts.jsonl").read_text().splitlines():
+        prompt = json.loads(line)
+        needles[prompt["length"], prompt["trial"]] = re.findall(NEEDLE, prompt["text"])
+trials["distractor"] = [
+    not found and any(value in json.loads(text) for value in set(needles[n, t]) - set(json.loads(answers)))
+    for found, text, answers, n, t in zip(trials.all_found, trials.decoded, trials.answers, trials.length, trials.trial)
+]
 rows = []
 for (method, length), part in trials.groupby(["method", "length"], sort=False):
     found, n = int(part.all_found.sum()), len(part)
@@ -35,6 +47,7 @@ for (method, length), part in trials.groupby(["method", "length"], sort=False):
             "rate": round(found / n, 3),
             "95% Wilson": f"{low:.2f}–{high:.2f}",
             "string_match_all": round(part.score.mean(), 3),
+            "wrong: another key's value": int(part.distractor.sum()),
             "forwards / trial": round(part.forwards.mean(), 1),
             "seconds / trial": round(part.seconds.mean(), 1),
         }
