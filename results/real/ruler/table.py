@@ -10,6 +10,7 @@ p Holm-corrected over every pair and length of the table).
     python results/real/ruler/table.py
 """
 
+import gzip
 import json
 import re
 import sys
@@ -26,11 +27,11 @@ trials = pd.concat(pd.read_csv(run / "ruler_trials.csv").assign(run=run.name) fo
 trials["method"] = trials.scale
 NEEDLE = r"One special magic \w+ for \S+ is (\S+)\."  # a needle's value
 # the needles of each prompt (posenc.tasks.ruler.niah's NEEDLE): a wrong answer that is another key's value
+# every run wrote the same prompts (one seed, the same lengths): kept once, compressed, beside the runs
 needles = {}
-for run in runs:
-    for line in (run / "ruler_prompts.jsonl").read_text().splitlines():
-        prompt = json.loads(line)
-        needles[prompt["length"], prompt["trial"]] = re.findall(NEEDLE, prompt["text"])
+for line in gzip.open(here / "ruler_prompts.jsonl.gz", "rt", encoding="utf-8"):
+    prompt = json.loads(line)
+    needles[prompt["length"], prompt["trial"]] = re.findall(NEEDLE, prompt["text"])
 trials["distractor"] = [
     not found and any(value in json.loads(text) for value in set(needles[n, t]) - set(json.loads(answers)))
     for found, text, answers, n, t in zip(trials.all_found, trials.decoded, trials.answers, trials.length, trials.trial)
