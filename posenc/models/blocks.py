@@ -27,7 +27,6 @@ from torch import nn
 
 from posenc.models.blocked import blocked_causal_attention
 from posenc.pe.base import PositionScheme, ScoreMod, float32, toeplitz_distances
-from posenc.pe.rope import apply_rope
 
 # Queries per SDPA call when the bias blocks are views (``toeplitz_bias_attention``): they cost no
 # memory, so a call can take many queries; under a causal mask a block wastes about chunk/2 keys
@@ -327,11 +326,12 @@ def key_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_bi
 
 @dataclass
 class LayerCache:
-    """One layer's keys, unrotated, and values of every token so far, (b, n_kv, t, h_d) each: a
-    decoding step computes its new tokens' projections only and attends to these. Keys are kept
-    before RoPE, so every step rotates them under the frequencies installed then (a remap's views
-    see each key as a full forward would). The tokens live in buffers that grow by doubling, so a
-    step writes its own and copies none of the others."""
+    """One layer's keys and values of every token so far, (b, n_kv, t, h_d) each: a decoding step
+    computes its new tokens' projections only and attends to these. Under RoPE alone the keys are
+    kept rotated, each once, at its own position; under a remap they are kept before RoPE, and
+    every step rotates them as the remap's views see them then, as a full forward would. The
+    tokens live in buffers that grow by doubling, so a step writes its own and copies none of the
+    others."""
 
     keys: torch.Tensor | None = None  # (b, n_kv, capacity, h_d)
     values: torch.Tensor | None = None
@@ -358,19 +358,15 @@ class LayerCache:
         self.length = min(self.length, length)
 
 
-def cached_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pe: PositionScheme, rotation: Any, backend: str
-) -> torch.Tensor:
-    """(b, n_h, m, h_d) unrotated queries of the last m of t tokens against every token's (b, n_kv, t,
-    h_d) unrotated k and v -> (b, n_h, m, h_d): a decoding step, with a remap's state or RoPE's
-    (t, r/2) cos and sin of positions 0..t − 1 as ``rotation`` (None: a layer without RoPE)."""
+def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, remap: Any = None) -> torch.Tensor:
+    """(b, n_h, m, h_d) queries of the last m of t tokens against every token's (b, n_kv, t, h_d) k
+    and v -> (b, n_h, m, h_d): a decoding step. q and k come rotated (or, in a layer without RoPE,
+    need no rotation), unless a remap's state is given: then both are unrotated and the remap's
+    views rotate them."""
     b, n_h, m, h_d = q.shape
     n_kv, t = k.shape[1], k.shape[2]
-    if backend == "remap" and rotation is not None:  # the remap's views of the last m queries
-        return rotation.attend(q, k, v)
-    if rotation is not None:
-        cos, sin = rotation
-        q, k = apply_rope(q, cos[-m:], sin[-m:], pe.layout), apply_rope(k, cos, sin, pe.layout)
+    if remap is not None:  # the remap's views of the last m queries
+        return remap.attend(q, k, v)
     # Two matmuls and a softmax, the heads of a group as rows against their shared keys: SDPA's CPU
     # kernel takes 6 ms per layer for one query against 4096 keys, tiled for long query blocks
     scores = ((q * h_d**-0.5).reshape(b, n_kv, n_h // n_kv * m, h_d) @ k.transpose(-1, -2)).float()
@@ -411,16 +407,21 @@ class Attention(nn.Module):
         """``backend``: the model's ``attention_backend`` (``select_attention``). ``bias``: a full
         (…, n_h, s, s) or per-key (…, n_h, 1, s) bias; or, when it is None and ``pe`` adds a bias,
         ``positions`` and ``chunk`` make attention build it per chunk of queries. ``cache``: the
-        layer's keys and values so far, extended by these s tokens (``CausalLM.kv_cache``); the
-        rotation and positions then cover every token, the cached ones first."""
+        layer's keys and values so far, extended by these s tokens (``CausalLM.kv_cache``): RoPE's
+        rotation then covers these s tokens only (the cached keys are rotated already), a remap's
+        state and the positions every token, the cached ones first."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)  # (b, n_h, s, h_d)
         k = self.k(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         v = self.v(x).view(b, s, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (b, n_kv, s, h_d)
         if cache is not None:
+            remap = rotation if backend == "remap" else None  # its views rotate the cached keys each step
+            if rotation is not None and remap is None:  # rotated once, at their positions, and cached so
+                q, k = pe.rotate_qk(q, k, rotation)
+                rotation = None
             k, v = cache.extend(k, v)  # (b, n_kv, t, h_d): the cached tokens', then these
             if k.shape[2] > s:  # a decoding step after cached tokens
-                y = cached_attention(q, k, v, pe, rotation, backend)
+                y = cached_attention(q, k, v, remap)
                 return self.o(y.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))  # (b, s, d)
         if backend == "remap":  # posenc.pe.remap: ``rotation`` is its state, which rotates q and k per view
             if rotation is None:  # a layer without RoPE (pe.nope_layers) attends as trained

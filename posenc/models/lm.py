@@ -69,7 +69,26 @@ def chunked_cross_entropy(
 
 
 class KVCache(list):
-    """Every layer's ``LayerCache``: the tokens a decoding step extends (``CausalLM.kv_cache``)."""
+    """Every layer's ``LayerCache``: the tokens a decoding step extends (``CausalLM.kv_cache``), and
+    the RoPE frequencies and remap they were computed under."""
+
+    state: tuple | None = None  # (inv_freq, attention_scaling, remap) of the cached tokens
+
+    def check(self, pe: PositionScheme, remap: Remap | None) -> None:
+        """Refuse a step under other frequencies or another remap than the cached tokens': their
+        keys, and every later layer's hidden states, would be those of another model."""
+        freqs = getattr(pe, "inv_freq", None)
+        state = (None if freqs is None else freqs.detach().clone(), getattr(pe, "attention_scaling", None), remap)
+        if self.length == 0 or self.state is None:
+            self.state = state
+            return
+        (old_freqs, old_scaling, old_remap), (freqs, scaling, remap) = self.state, state
+        same = old_remap is remap and old_scaling == scaling
+        if not (same and (freqs is None or torch.equal(old_freqs, freqs))):
+            raise ValueError(
+                "the cache's tokens were computed under other RoPE frequencies or another remap; "
+                "start a new cache (CausalLM.kv_cache)"
+            )
 
     @property
     def length(self) -> int:
@@ -259,7 +278,8 @@ class CausalLM(nn.Module):
         """
         b, s = idx.shape
         pe = self.pe
-        if cache is not None:  # the rotation covers the cached tokens too; only idx's queries run
+        if cache is not None:  # idx's tokens after the cached ones; only their queries run
+            cache.check(pe, self.remap)
             positions = default_positions(cache.length + s, idx.device)
         if self.length_scale is not None:  # frequencies that follow the length (dynamic NTK, LongRoPE)
             self.length_scale.apply(pe, s if positions is None else int(positions.max()) + 1)
@@ -271,7 +291,9 @@ class CausalLM(nn.Module):
         with float32(idx.device):
             if pe.adds_embedding:
                 x = x + pe.embedding(positions).to(x.dtype)  # (b, s, d)
-            rotation = pe.rotation(positions, x.dtype) if pe.rotates_qk and self.remap is None else None
+            rotation = None
+            if pe.rotates_qk and self.remap is None:  # with a cache: idx's positions (cached keys are rotated)
+                rotation = pe.rotation(positions if cache is None else positions[-s:], x.dtype)
             if self.remap is not None:  # the remap's rotations at each of its views' positions, once
                 n = positions.shape[-1]
                 rotation = self.remap.prepare(pe, positions, x.dtype, remap_chunk(b * self.n_heads, n))

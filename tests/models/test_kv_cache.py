@@ -72,19 +72,42 @@ def test_decoding_with_the_cache_equals_full_forwards(remap, steps, yarn):
 
 def test_frequencies_that_follow_the_length_get_no_cache():
     """Dynamic NTK re-bases every forward on its length, which moves every earlier token's hidden
-    states: a cache of them would be stale, so such a model decodes by full forwards."""
+    states: a cache of them would be stale, so such a model decodes by full forwards, and a cache
+    forced on it is refused at the first step whose frequencies moved."""
     model = lm(RoPE(8))
     model.follow_length(DynamicNTK(factor=2.0, original_length=16))
     assert model.kv_cache() is None
     ids = torch.randint(0, 50, (1, S), generator=torch.Generator().manual_seed(2))
-    stale = lm(RoPE(8)).kv_cache()  # a cache forced on it: the step's logits move (the test can fail)
+    stale = lm(RoPE(8)).kv_cache()
     with torch.no_grad():
         model(ids[:, :PROMPT], cache=stale)
-        step = model(ids[:, PROMPT : PROMPT + 1], cache=stale)[:, -1]
-        full = model(ids[:, : PROMPT + 1])[:, -1]
-    assert (step - full).abs().max() > 1e-3
+        with pytest.raises(ValueError, match="other RoPE frequencies"):
+            model(ids[:, PROMPT : PROMPT + 1], cache=stale)
     model.follow_length(None)
     assert model.kv_cache() is not None
+
+
+def test_a_step_under_another_scale_or_remap_is_refused():
+    """The cached keys and hidden states belong to the frequencies and remap of the prompt's
+    forward: a step under YaRN, or under a remap set since, would mix two models; emptied (cut
+    back to no tokens), the cache takes the new ones."""
+    model = lm(RoPE(8))
+    ids = torch.randint(0, 50, (1, S), generator=torch.Generator().manual_seed(5))
+    cache = model.kv_cache()
+    with torch.no_grad():
+        model(ids[:, :PROMPT], cache=cache)
+        model.set_remap(REMAPS["self_extend"])
+        with pytest.raises(ValueError, match="another remap"):
+            model(ids[:, PROMPT : PROMPT + 1], cache=cache)
+        model.set_remap(None)
+        YaRN(factor=2.0, original_length=16).apply(model.pe, S)
+        with pytest.raises(ValueError, match="other RoPE frequencies"):
+            model(ids[:, PROMPT : PROMPT + 1], cache=cache)
+        cache.truncate(0)
+        model(ids[:, :PROMPT], cache=cache)
+        got = model(ids[:, PROMPT : PROMPT + 1], cache=cache)[:, -1]
+        full = model(ids[:, : PROMPT + 1])[:, -1]
+    assert_close(got, full, atol=2e-5, rtol=2e-5)
 
 
 def test_a_cache_that_is_cut_back_continues_from_the_shorter_sequence():
