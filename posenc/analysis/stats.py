@@ -23,8 +23,8 @@ differences a − b. Decisions are tests with p-values (``paired_t_test``; ``tos
 within a margin, Schuirmann 1987), corrected within a family of tests (``holm``, Holm 1979;
 ``benjamini_hochberg``, Benjamini & Hochberg 1995), each with the smallest effect it could detect
 at its n (``minimum_detectable_effect``). Pass/fail trials that two arms share (the same prompts
-under two methods) are compared by ``mcnemar_exact``. ``accuracy_gap_bounds`` is the range a difference of
-two accuracies can take given its base.
+under two methods) are compared by ``mcnemar_exact``, a table of arms by ``mcnemar_pairs``.
+``accuracy_gap_bounds`` is the range a difference of two accuracies can take given its base.
 """
 
 from __future__ import annotations
@@ -388,6 +388,56 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     n = only_a + only_b
     tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def mcnemar_pairs(
+    trials: pd.DataFrame,
+    arm: str,
+    trial: str | Sequence[str],
+    passed: str,
+    group: str | Sequence[str] = (),
+    baseline: str | None = None,
+) -> pd.DataFrame:
+    """Arms compared trial by trial where every arm read the same trials (the same prompts under two
+    methods): one row per ``group`` value and pair of arms (each against ``baseline`` when given,
+    else every pair), with the trials each passed, those only one passed, the exact McNemar
+    p-value, that p Holm-corrected over the whole table, and the reading at α = 0.05 ("<arm>
+    higher" or "no difference shown"). ``trials`` has one row per (group, trial, arm); ``trial``
+    names the column(s) that identify a trial inside its group, ``passed`` its pass/fail column."""
+    group = [group] if isinstance(group, str) else list(group)
+    index = [trial] if isinstance(trial, str) else list(trial)
+    rows = []
+    for key, part in trials.groupby(group, sort=True) if group else [((), trials)]:
+        found = part.pivot(index=index, columns=arm, values=passed).astype(bool)
+        arms = sorted(found.columns)
+        if baseline is None:
+            pairs = [(a, b) for i, a in enumerate(arms) for b in arms[i + 1 :]]
+        elif baseline in found.columns:
+            pairs = [(baseline, b) for b in arms if b != baseline]
+        else:
+            raise ValueError(f"baseline {baseline!r} is not an arm: {arms}")
+        for a, b in pairs:
+            only_a, only_b = int((found[a] & ~found[b]).sum()), int((~found[a] & found[b]).sum())
+            rows.append(
+                {
+                    **dict(zip(group, key if isinstance(key, tuple) else (key,))),
+                    "a": a,
+                    "b": b,
+                    "trials": len(found),
+                    "a found": int(found[a].sum()),
+                    "b found": int(found[b].sum()),
+                    "only a": only_a,
+                    "only b": only_b,
+                    "p (McNemar)": mcnemar_exact(only_a, only_b),
+                }
+            )
+    table = pd.DataFrame(rows)
+    table["p (Holm)"] = holm(list(table["p (McNemar)"]))
+    table["reading"] = [
+        f"{r['a'] if r['only a'] > r['only b'] else r['b']} higher" if r["p (Holm)"] < 0.05 else "no difference shown"
+        for _, r in table.iterrows()
+    ]
+    return table
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -232,6 +232,7 @@ from posenc.analysis.stats import (  # noqa: E402
     benjamini_hochberg,
     holm,
     mcnemar_exact,
+    mcnemar_pairs,
     minimum_detectable_effect,
     outside_margin,
     paired_t_test,
@@ -266,6 +267,49 @@ def test_mcnemar_exact_known_values_and_bad_counts():
     assert mcnemar_exact(1, 19) == pytest.approx(2 * 21 / 2**20, rel=1e-15)
     with pytest.raises(ValueError, match="counts >= 0"):
         mcnemar_exact(-1, 3)
+
+
+def _trials(outcomes: dict[str, str], length: int) -> pd.DataFrame:
+    """One row per (arm, trial) from each arm's string of pass ("1") and fail ("0") trials."""
+    return pd.DataFrame(
+        {"length": length, "method": arm, "trial": t, "found": c == "1"}
+        for arm, row in outcomes.items()
+        for t, c in enumerate(row)
+    )
+
+
+def test_mcnemar_pairs_counts_discordant_trials_and_corrects_over_the_table():
+    """At 1k, none passes trials 0-1 and yarn trials 0-7 (6 only yarn, p = 2/64), se the same as
+    none; at 2k they never disagree. Every pair of the three arms at 1k, and at 2k: six tests, Holm
+    over all six, so yarn's p = 1/32 becomes 6/32 and no pair reads higher."""
+    trials = pd.concat(
+        [
+            _trials({"none": "1100000000", "yarn": "1111111100", "se": "1100000000"}, 1024),
+            _trials({"none": "1010101010", "yarn": "1010101010", "se": "1010101010"}, 2048),
+        ]
+    ).sample(frac=1, random_state=0)  # order does not matter: trials pair by their key
+    table = mcnemar_pairs(trials, arm="method", trial="trial", passed="found", group="length")
+    assert list(table.columns[:3]) == ["length", "a", "b"] and len(table) == 6
+    row = table[(table.length == 1024) & (table.a == "none") & (table.b == "yarn")].iloc[0]
+    assert (row["trials"], row["a found"], row["b found"], row["only a"], row["only b"]) == (10, 2, 8, 0, 6)
+    assert row["p (McNemar)"] == 2 / 64 and row["p (Holm)"] == pytest.approx(6 * 2 / 64)
+    assert set(table.reading) == {"no difference shown"}
+    assert table[table.length == 2048]["p (McNemar)"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_mcnemar_pairs_against_a_baseline_reads_the_higher_arm():
+    """Each arm against none only; 0 against 12 discordant trials, p = 2/4096 < 0.05 after Holm
+    over two tests: "yarn higher"; a trial key of two columns (depth, trial)."""
+    trials = _trials({"none": "0" * 12 + "11", "yarn": "1" * 14, "pi": "0" * 12 + "11"}, 4096)
+    trials["depth"], trials["trial"] = trials.trial % 2, trials.trial // 2
+    table = mcnemar_pairs(
+        trials, arm="method", trial=["depth", "trial"], passed="found", group="length", baseline="none"
+    )
+    assert table[["a", "b"]].values.tolist() == [["none", "pi"], ["none", "yarn"]]
+    assert table.reading.tolist() == ["no difference shown", "yarn higher"]
+    assert table["p (Holm)"].iloc[1] == pytest.approx(2 * 2 / 2**12)
+    with pytest.raises(ValueError, match="baseline 'ntk' is not an arm"):
+        mcnemar_pairs(trials, arm="method", trial=["depth", "trial"], passed="found", baseline="ntk")
 
 
 def test_benjamini_hochberg_on_a_known_set_of_p_values_and_against_scipy():

@@ -14,12 +14,11 @@ import gzip
 import json
 import re
 import sys
-from itertools import combinations
 from pathlib import Path
 
 import pandas as pd
 
-from posenc.analysis.stats import holm, mcnemar_exact, wilson_interval
+from posenc.analysis.stats import mcnemar_pairs, wilson_interval
 
 here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
 runs = sorted(p for p in here.iterdir() if (p / "ruler_trials.csv").exists())
@@ -54,30 +53,7 @@ for (method, length), part in trials.groupby(["method", "length"], sort=False):
         }
     )
 table = pd.DataFrame(rows).sort_values(["length", "method"])
-pairs = []
-for length, part in trials.groupby("length"):
-    found = part.pivot(index="trial", columns="method", values="all_found").astype(bool)
-    for a, b in combinations(sorted(found.columns), 2):
-        only_a, only_b = int((found[a] & ~found[b]).sum()), int((~found[a] & found[b]).sum())
-        pairs.append(
-            {
-                "length": length,
-                "a": a,
-                "b": b,
-                "trials": len(found),
-                "a found": int(found[a].sum()),
-                "b found": int(found[b].sum()),
-                "only a": only_a,
-                "only b": only_b,
-                "p (McNemar)": mcnemar_exact(only_a, only_b),
-            }
-        )
-pairs = pd.DataFrame(pairs)
-pairs["p (Holm)"] = holm(list(pairs["p (McNemar)"]))
-pairs["reading"] = [
-    ("a higher" if r["only a"] > r["only b"] else "b higher") if r["p (Holm)"] < 0.05 else "no difference shown"
-    for _, r in pairs.iterrows()
-]
+pairs = mcnemar_pairs(trials, arm="method", trial="trial", passed="all_found", group="length")
 for name, frame in (("ruler_table", table), ("ruler_pairs", pairs)):
     frame.to_csv(here / f"{name}.csv", index=False)
     (here / f"{name}.md").write_text(frame.to_markdown(index=False, floatfmt=".3g") + "\n")
