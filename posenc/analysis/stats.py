@@ -431,7 +431,8 @@ def mcnemar_pairs(
                     "p (McNemar)": mcnemar_exact(only_a, only_b),
                 }
             )
-    table = pd.DataFrame(rows)
+    columns = [*group, "a", "b", "trials", "a found", "b found", "only a", "only b", "p (McNemar)"]
+    table = pd.DataFrame(rows, columns=columns)
     table["p (Holm)"] = holm(list(table["p (McNemar)"]))
     table["reading"] = [
         f"{r['a'] if r['only a'] > r['only b'] else r['b']} higher" if r["p (Holm)"] < 0.05 else "no difference shown"

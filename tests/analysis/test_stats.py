@@ -308,6 +308,8 @@ def test_mcnemar_pairs_against_a_baseline_reads_the_higher_arm():
     assert table[["a", "b"]].values.tolist() == [["none", "pi"], ["none", "yarn"]]
     assert table.reading.tolist() == ["no difference shown", "yarn higher"]
     assert table["p (Holm)"].iloc[1] == pytest.approx(2 * 2 / 2**12)
+    alone = mcnemar_pairs(trials[trials.method == "none"], arm="method", trial=["depth", "trial"], passed="found")
+    assert alone.empty and list(alone.columns[-3:]) == ["p (McNemar)", "p (Holm)", "reading"]  # one arm: no pair
     with pytest.raises(ValueError, match="baseline 'ntk' is not an arm"):
         mcnemar_pairs(trials, arm="method", trial=["depth", "trial"], passed="found", baseline="ntk")
 
