@@ -24,6 +24,7 @@ import torch
 import torch.utils.benchmark as tb
 
 from posenc.analysis.stats import median_interval
+from posenc.models.blocked import BLOCK_QUERIES
 
 
 @dataclass
@@ -816,17 +817,18 @@ def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 # --- bf16 real-model forward at the matrix units' rate ----------------------------------------
 
 
+def _llama_shapes(config: Any) -> tuple[int, int, int, int, int]:
+    """(d, MLP width, query heads, key/value heads, head dim) of a Llama-shaped ``config``."""
+    heads = config.num_attention_heads
+    hd = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return config.hidden_size, config.intermediate_size, heads, config.num_key_value_heads, hd
+
+
 def forward_flop(config: Any, length: int) -> float:
     """FLOP of one forward of a Llama-shaped ``config`` over ``length`` tokens with its head: 2 per
     multiply-add of every projection, the MLP and the head, and causal attention counted once (q·kᵀ
     and p·v over the s²/2 pairs a query sees: 2·s²·h_d per head and layer)."""
-    d, mlp, heads, kv = (
-        config.hidden_size,
-        config.intermediate_size,
-        config.num_attention_heads,
-        config.num_key_value_heads,
-    )
-    hd = getattr(config, "head_dim", None) or d // heads
+    d, mlp, heads, kv, hd = _llama_shapes(config)
     per_token = config.num_hidden_layers * (2 * d * heads * hd + 2 * d * kv * hd + 3 * d * mlp) + d * config.vocab_size
     return 2.0 * length * per_token + config.num_hidden_layers * heads * 2.0 * hd * length**2
 
@@ -844,6 +846,54 @@ def matmul_rate(dtype: torch.dtype, threads: int, clock: Callable[[], float], n:
         a @ b
         best = min(best, (clock() - start) / per_thread)
     return 2 * n**3 / best
+
+
+def matmul_seconds(
+    config: Any,
+    length: int,
+    dtype: torch.dtype,
+    clock: Callable[[], float],
+    chunk: int = BLOCK_QUERIES,
+    head_chunk: int = 1024,
+) -> float:
+    """Seconds that the matmuls of one forward of a Llama-shaped ``config`` over ``length`` tokens
+    take by themselves in ``dtype``, each timed apart on random operands (the best of two) and
+    counted as often as the forward runs it: the four projections and three MLP matmuls of a layer,
+    the attention's two matmuls per block of ``chunk`` queries and key/value head
+    (``blocked_causal_attention``: (c·r, h_d)·(h_d, e) and (c·r, e)·(e, h_d)), and the head,
+    ``head_chunk`` positions at a time. With nothing else in the forward, this would be its time:
+    ``forward_flop`` over it is the rate these shapes allow, the forward's ceiling."""
+    d, mlp, heads, kv, hd = _llama_shapes(config)
+    r = heads // kv
+
+    def best(fn: Callable[[], None]) -> float:
+        fn()
+        times = []
+        for _ in range(2):
+            start = clock()
+            fn()
+            times.append(clock() - start)
+        return min(times)
+
+    def mm(m: int, k: int, n: int) -> float:
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        return best(lambda: a @ b)
+
+    layer = mm(length, d, heads * hd) + 2 * mm(length, d, kv * hd) + mm(length, heads * hd, d)
+    layer += 2 * mm(length, d, mlp) + mm(length, mlp, d)
+    q, k, v = (torch.randn(n, hd, dtype=dtype) for n in (length * r, length, length))
+    scores = torch.empty(min(chunk, length) * r * length, dtype=dtype)
+
+    def attention() -> None:  # one key/value head, every block of queries
+        for start in range(0, length, chunk):
+            stop = min(start + chunk, length)
+            w = torch.mm(q[start * r : stop * r], k[:stop].T, out=scores[: (stop - start) * r * stop].view(-1, stop))
+            torch.mm(w, v[:stop])
+
+    layer += kv * best(attention)
+    full, rest = divmod(length, head_chunk)
+    head = full * mm(head_chunk, d, config.vocab_size) + (mm(rest, d, config.vocab_size) if rest else 0.0)
+    return config.num_hidden_layers * layer + head
 
 
 def _bf16_models(sizes: Sizes) -> tuple[Any, Any, str, Callable[[int], torch.Tensor]]:
@@ -880,8 +930,9 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     time), at each of ``sizes.real_lengths``: its time and peak memory against transformers' bf16
     forward of the same weights (interleaved, ``_forward_rows``' way); its FLOP rate (``forward_flop``)
     as a fraction of an (n, n) bf16 and float32 matmul's rate (``sizes.matmul_n``), both measured in
-    this process before and after (goal: 0.75 of bf16's); and the relative difference of its perplexity from posenc's
-    float32 forward's (goal: 0.5%)."""
+    this process before and after (goal: 0.75 of bf16's); the rate of its own matmuls timed apart
+    (``matmul_seconds``), the ceiling that goal sits under, and the share of the forward's time they
+    take; and the relative difference of its perplexity from posenc's float32 forward's (goal: 0.5%)."""
     import torch.nn.functional as F
 
     from posenc.models import from_hf_llama
@@ -955,6 +1006,32 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         )
         rows.append(
             row("bf16 forward", f"{what} in float32", achieved / 1e9, fp32 / 1e9, "GFLOP/s", ">= 1.0", True, 1.0)
+        )
+        # the ceiling: the rate of the matmuls this forward is made of, each shape timed apart
+        alone = matmul_seconds(hf.config, length, torch.bfloat16, clock) / per_thread
+        rows.append(
+            row(
+                "bf16 forward",
+                f"{case}: FLOP/s of its matmuls alone (each shape timed apart) vs a {n}² matmul's in bf16",
+                flop / alone / 1e9,
+                statistics.mean(rates) / 1e9,
+                "GFLOP/s",
+                "report",
+                True,
+                0.0,
+            )
+        )
+        rows.append(
+            row(
+                "bf16 forward",
+                f"{case}: its matmuls' time alone vs the forward's (the share of the forward at the matmul rate)",
+                alone,
+                timing.ours / per_thread,
+                "s",
+                "report",
+                True,
+                0.0,
+            )
         )
         with torch.no_grad():
             exact = ours32(ids, targets=targets, chunk=1024)

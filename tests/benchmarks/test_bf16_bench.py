@@ -3,12 +3,20 @@ rate against the matmul rates measured in the same process, and its perplexity a
 (row plumbing at quick sizes, no timing claims)."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
-from posenc.benchmarks.suite import SMOLLM2_SHAPES, Sizes, bf16_forward, forward_flop  # noqa: E402
+from posenc.benchmarks.suite import (  # noqa: E402
+    SMOLLM2_SHAPES,
+    Sizes,
+    bf16_forward,
+    forward_flop,
+    matmul_seconds,
+)
 from posenc.core.dtypes import BF16_CPU_FLAGS, cpu_flags  # noqa: E402
 
 
@@ -26,8 +34,8 @@ def test_forward_flop_counts_smollm2_as_the_issue_does():
 def test_bf16_rows_time_rate_and_perplexity():
     rows = bf16_forward(Sizes.quick(), threads=1)
     case = "SmolLM2 shapes, 2 layers, random: bf16 token losses @ 64"
-    assert [r["case"].split(": ", 1)[0] for r in rows] == [case.split(": ")[0]] * 5
-    time, memory, bf16, fp32, ppl = rows
+    assert [r["case"].split(": ", 1)[0] for r in rows] == [case.split(": ")[0]] * 7
+    time, memory, bf16, fp32, ceiling, share, ppl = rows
     assert time["unit"] == "s" and time["posenc"] > 0 and time["reference"] > 0 and time["goal"] == "<= 1.0"
     assert memory["unit"] == "GiB" and (math.isnan(memory["posenc"]) or memory["posenc"] >= 0)
     # the FLOP count is stated, the rates are GFLOP/s of the forward over the (quick: 256²) matmul's
@@ -37,6 +45,22 @@ def test_bf16_rows_time_rate_and_perplexity():
     if (cpu_flags() or set()) & set(BF16_CPU_FLAGS):
         assert bf16["reference"] > fp32["reference"]  # bf16 matrix units: bf16 outruns float32
     assert bf16["ratio"] == pytest.approx(bf16["posenc"] / bf16["reference"]) and bf16["goal"] == ">= 0.75"
+    # the ceiling: the same FLOP over the matmuls' time alone, against the same matmul rate
+    assert "matmuls alone" in ceiling["case"] and ceiling["reference"] == bf16["reference"]
+    assert ceiling["unit"] == "GFLOP/s" and ceiling["posenc"] > 0 and ceiling["goal"] == "report"
+    assert share["unit"] == "s" and share["reference"] == pytest.approx(time["posenc"])
+    assert share["posenc"] == pytest.approx(bf16["posenc"] / ceiling["posenc"] * share["reference"])
     # a random model's perplexity is about its vocabulary; bf16 moves it by well under 0.5%
     assert ppl["unit"] == "rel" and 0 <= ppl["posenc"] <= 0.005 and ppl["met"]
     assert 20_000 < float(ppl["case"].split("perplexity ")[1].split()[0]) < 200_000
+
+
+def test_matmul_seconds_counts_each_shape_as_often_as_the_forward_runs_it():
+    """A clock that ticks once per reading makes every timed shape take 1 s: the total counts the
+    forward's matmuls, 7 per layer (q, k, v, o, gate, up, down), one timed loop of attention blocks
+    per key/value head and layer, and one head matmul per ``head_chunk`` positions."""
+    ticks = iter(range(10**6))
+    config = SimpleNamespace(**{**SMOLLM2_SHAPES, "num_hidden_layers": 2})  # 3 key/value heads
+    seconds = matmul_seconds(config, 96, torch.bfloat16, lambda: next(ticks), chunk=32, head_chunk=40)
+    assert seconds == 2 * (7 + 3) + 3  # head: 40 + 40 + 16 positions
+    assert matmul_seconds(config, 80, torch.bfloat16, lambda: next(ticks), chunk=32, head_chunk=40) == 2 * 10 + 2
