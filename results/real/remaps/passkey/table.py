@@ -21,10 +21,12 @@ import yaml
 from posenc.analysis.stats import mcnemar_pairs, wilson_interval
 
 here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
-runs = sorted(p for p in here.iterdir() if (p / "cells.jsonl").exists())
+configs = {p: yaml.safe_load((p / "config.yaml").read_text()) for p in here.iterdir() if (p / "cells.jsonl").exists()}
+# runs without a remap first: a remap's run re-reads the unscaled trials, which belong to the run that scored them
+runs = sorted(configs, key=lambda p: (bool(configs[p].get("remap")), p.name))
 trials, rows = [], []
 for run in runs:
-    remap = yaml.safe_load((run / "config.yaml").read_text()).get("remap") or {}
+    remap = configs[run].get("remap") or {}
     settings = ", ".join(f"{k}={v}" for k, v in remap.items() if k not in ("name", "original_length"))
     records = [c for c in map(json.loads, (run / "cells.jsonl").read_text().splitlines()) if "passkey" in c]
     part = pd.DataFrame(records).assign(method=lambda t: t.scale)
