@@ -184,11 +184,12 @@ def model_size(job: Sequence[str]) -> dict[str, Any]:
 def plan(
     suite: Suite, seeds: Sequence[int] | None = None, only: Sequence[str] | None = None, extra: Sequence[str] = ()
 ) -> list[PlannedSweep]:
-    """Every sweep of the suite with its jobs, each composed and built (``check_jobs``), so that
-    a mistake stops the suite before any job runs. ``only`` picks sweeps by name; ``extra``
-    overrides go to every sweep (after the suite's own, so they win)."""
+    """Every sweep of the suite with its jobs, each composed and built (``first_failure``: all the
+    suite's jobs in one pass, by as many processes as it has cores to spare), so that a mistake
+    stops the suite before any job runs. ``only`` picks sweeps by name; ``extra`` overrides go to
+    every sweep (after the suite's own, so they win)."""
     from posenc.launch.overrides import product, sweeps, written_out
-    from posenc.launch.sweep import check_jobs
+    from posenc.launch.sweep import failed_job, first_failure
 
     seeds = list(suite.seeds if seeds is None else seeds)
     if not seeds:
@@ -211,10 +212,15 @@ def plan(
         try:
             swept = sweeps(overrides)[0]  # parsed once: the jobs, and the overrides that launch them
             jobs = product(swept)
-            check_jobs(jobs)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
-        planned.append(PlannedSweep(spec, written_out(swept), jobs, model_size(jobs[0])))
+        planned.append(PlannedSweep(spec, written_out(swept), jobs))
+    failure = first_failure([job for p in planned for job in p.jobs])
+    if failure is not None:
+        p = next(p for p in planned if failure[0] in p.jobs)
+        raise ConfigError(f"suite sweep {p.spec.name}: {failed_job(p.jobs, *failure)}")
+    for p in planned:
+        p.model = model_size(p.jobs[0])
     return planned
 
 

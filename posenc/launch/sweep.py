@@ -71,6 +71,8 @@ __all__ = [
     "check_launcher",
     "create",
     "expand",
+    "failed_job",
+    "first_failure",
     "launch",
     "launchers",
     "plan",
@@ -245,20 +247,42 @@ def _a_suite(f: Path, config_tree: Path) -> bool:
     return f.suffix == ".yaml" and f.relative_to(config_tree).parts[0] in UNCOMPOSED
 
 
-def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
+CHECK_WORKERS_MAX = 8  # processes checking a plan's jobs at once, at most the cores this process may use
+JOBS_PER_WORKER = 8  # a worker only for every this many jobs to check: fewer are checked in this process
+CHUNK = 2  # jobs a worker checks per task: small, so that the first failure stops the rest soon
+
+
+def check_jobs(jobs: Sequence[Sequence[str]], workers: int | None = None) -> None:
     """Compose every job's config and run its protocol's ``check`` (it builds what the job will
-    build), so that a mistake stops the sweep before any job starts.
+    build), so that a mistake stops the sweep before any job starts: the first job, in order, whose
+    check fails raises its ``ConfigError``, named by the values it sweeps (``first_failure``)."""
+    failure = first_failure(jobs, workers)
+    if failure is not None:
+        raise failed_job(jobs, *failure)
+
+
+def failed_job(jobs: Sequence[Sequence[str]], job: Sequence[str], error: str) -> ConfigError:
+    """The error of ``job``, one of ``jobs``, named by the values its sweep varies."""
+    swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({j[i] for j in jobs}) > 1]
+    where = _where(job, swept)
+    return ConfigError(f"job {where}: {error}" if where else error)
+
+
+def first_failure(jobs: Sequence[Sequence[str]], workers: int | None = None) -> tuple[Sequence[str], str] | None:
+    """The first job, in order, whose check (``_check_job``) fails, with its error line; None
+    when every job passes.
 
     Two shortcuts keep this fast without skipping a check that could fail: jobs that differ only
     in ``seed=`` are checked once (a seed is any integer; nothing a check builds depends on it),
     and a job that passed its check before, with the same code, config tree and packages
     (``code_fingerprint``), is remembered in ``check_cache()``. Only passes are remembered. A job
     checked again composes from the kept compositions (``posenc.engine.compose_cache``) unless its
-    config files changed."""
-    swept = [i for i in range(len(jobs[0]) if jobs else 0) if len({job[i] for job in jobs}) > 1]
+    config files changed. The jobs left are checked by ``workers`` processes at once (None:
+    ``check_workers``), each a fork of this one; the answer is the one a check in order gives."""
     folder = check_cache()
     fingerprint = code_fingerprint() if folder is not None else ""
     seen: set[tuple[str, ...]] = set()
+    todo: list[tuple[Sequence[str], Path | None]] = []
     for job in jobs:
         key = tuple(o for o in job if o.split("=", 1)[0] != "seed")
         if key in seen:
@@ -270,17 +294,74 @@ def check_jobs(jobs: Sequence[Sequence[str]]) -> None:
             mark = folder / fingerprint[:16] / name
             if mark.is_file():
                 continue
-        try:
-            _check_job(job)
-        except ConfigError as e:
-            where = _where(job, swept)
-            raise ConfigError(f"job {where}: {e}" if where else str(e)) from None
+        todo.append((job, mark))
+    errors = _errors([job for job, _ in todo], check_workers(len(todo)) if workers is None else workers)
+    for (job, mark), error in zip(todo, errors):
+        if error is not None:
+            return job, error
         if mark is not None:
             try:
                 mark.parent.mkdir(parents=True, exist_ok=True)
                 mark.touch()
             except OSError:  # a read-only cache only costs the next plan its speed
                 pass
+    return None
+
+
+def check_workers(jobs: int) -> int:
+    """How many processes check ``jobs`` jobs: one per ``JOBS_PER_WORKER`` jobs, at most the cores
+    this process may run on and ``CHECK_WORKERS_MAX``; one (this process) off Linux, where a
+    worker could not be a fork of this process."""
+    if sys.platform != "linux":
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), CHECK_WORKERS_MAX, jobs // JOBS_PER_WORKER))
+
+
+def _error(job: Sequence[str]) -> str | None:
+    """The job's check error line, None when it passes."""
+    try:
+        _check_job(job)
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def _errors_until_failure(jobs: Sequence[Sequence[str]]) -> list[str | None]:
+    """Each job's ``_error`` in order, up to and including the first failure."""
+    errors: list[str | None] = []
+    for job in jobs:
+        errors.append(_error(job))
+        if errors[-1] is not None:
+            break
+    return errors
+
+
+def _errors(jobs: Sequence[Sequence[str]], workers: int) -> list[str | None]:
+    """``_errors_until_failure`` of all ``jobs``, by ``workers`` forks of this process checking
+    ``CHUNK`` jobs each at a time; tasks after the first failure are cancelled."""
+    if workers <= 1 or len(jobs) <= CHUNK:
+        return _errors_until_failure(jobs)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    errors: list[str | None] = []
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_one_thread)
+    try:
+        tasks = [pool.submit(_errors_until_failure, jobs[i : i + CHUNK]) for i in range(0, len(jobs), CHUNK)]
+        for task in tasks:
+            errors += task.result()
+            if errors[-1] is not None:
+                break
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return errors
+
+
+def _one_thread() -> None:
+    """A check worker's start: one thread for torch, since the workers share the cores."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def fit_globs(chosen: dict[str, list[str]], globbed: set[str]) -> tuple[dict[str, list[str]], dict[str, str]]:

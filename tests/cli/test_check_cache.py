@@ -75,3 +75,38 @@ def test_the_fingerprint_leaves_out_the_suites(monkeypatch, tmp_path):
     (mine / "pe" / "x.yaml").write_text("_target_: posenc.pe.rope.RoPE\nbase: 100.0\n")
     assert fingerprint() != before
     sweep.code_fingerprint.cache_clear()
+
+
+def lr_jobs(lrs):
+    schemes = ("rope", "nope", "alibi", "learned")
+    return [["experiment=smoke", f"pe={pe}", f"train.lr={lr}"] for pe, lr in zip(schemes, lrs)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_workers_report_the_first_failure_in_order_and_remember_the_passes_before_it(monkeypatch, tmp_path, workers):
+    """Forks of this process check two jobs a task each; the answer is the serial one: the first
+    failing job in order (not the one a worker happened to finish first), and only the passes."""
+    monkeypatch.setenv("POSENC_CHECK_CACHE", str(tmp_path / "checked"))
+    jobs = lr_jobs([0.001, 0.001, -1, -2])
+    with pytest.raises(ConfigError) as failed:
+        sweep.check_jobs(jobs, workers=workers)
+    assert str(failed.value).startswith("job pe=alibi train.lr=-1: ") and "train.lr must be > 0" in str(failed.value)
+    assert len(list((tmp_path / "checked").rglob("*"))) == 3  # the fingerprint's folder and the two passes
+    sweep.check_jobs(jobs[:2], workers=workers)  # remembered: nothing to check, nothing raised
+
+
+def test_a_failure_in_a_later_task_stops_the_plan(monkeypatch):
+    monkeypatch.setenv("POSENC_CHECK_CACHE", "off")
+    assert sweep.first_failure(lr_jobs([0.001, 0.001, 0.001, -1]), workers=2) == (
+        lr_jobs([0.001, 0.001, 0.001, -1])[3],
+        "train.lr must be > 0, got -1.0",
+    )
+    assert sweep.first_failure(lr_jobs([0.001] * 4), workers=2) is None
+
+
+def test_one_worker_per_jobs_per_worker_up_to_the_cores(monkeypatch):
+    monkeypatch.setattr(sweep.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(sweep.sys, "platform", "linux")
+    assert [sweep.check_workers(n * sweep.JOBS_PER_WORKER) for n in (0, 1, 2, 3, 50)] == [1, 1, 2, 3, 3]
+    monkeypatch.setattr(sweep.sys, "platform", "darwin")
+    assert sweep.check_workers(50 * sweep.JOBS_PER_WORKER) == 1
