@@ -317,22 +317,16 @@ def check_workers(jobs: int) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), CHECK_WORKERS_MAX, jobs // JOBS_PER_WORKER))
 
 
-def _error(job: Sequence[str]) -> str | None:
-    """The job's check error line, None when it passes."""
-    try:
-        _check_job(job)
-    except ConfigError as e:
-        return str(e)
-    return None
-
-
 def _errors_until_failure(jobs: Sequence[Sequence[str]]) -> list[str | None]:
-    """Each job's ``_error`` in order, up to and including the first failure."""
+    """Each job's check in order, up to and including the first failure: None for a pass, the
+    error line for the failure."""
     errors: list[str | None] = []
     for job in jobs:
-        errors.append(_error(job))
-        if errors[-1] is not None:
-            break
+        try:
+            _check_job(job)
+        except ConfigError as e:
+            return [*errors, str(e)]
+        errors.append(None)
     return errors
 
 
