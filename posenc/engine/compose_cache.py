@@ -8,7 +8,8 @@ them. So a composition is keyed by a hash of
 
 - the content (not the times) of every ``.yaml`` file in posenc's config tree and in the
   researcher's config folders (``$POSENC_CONFIG_DIR``), but for the suites (``tree_digest``),
-- the overrides, the search-path override that names those folders included,
+- the overrides that shape the composition (``posenc.engine.config.compose`` applies the ones
+  that only set values to a copy), the search-path override that names those folders included,
 - the versions of hydra-core and omegaconf and the Hydra plugins installed (a plugin may add a
   search path or configs of its own), and the code that calls Hydra (``posenc.engine.config``).
 

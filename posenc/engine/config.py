@@ -195,33 +195,92 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``configs/config.yaml`` with Hydra overrides (``pe=rope``, ``train.lr=1e-3``).
 
     The result has a ``choices`` node naming the option picked in every group, and no
-    ``hydra`` node. A composition that succeeded before over the same YAML files and overrides
-    is not composed again (``posenc.engine.compose_cache``).
+    ``hydra`` node. It is made as Hydra makes it, in two steps: the overrides that shape the
+    defaults list (groups, packages, ``hydra.*``) compose a config, and the ones that set values
+    (``train.lr=1e-3``, ``+a.b=1``, ``~a.b``: ``_split``) are then applied to it by Hydra's own
+    code. A composition that succeeded before over the same YAML files and shaping overrides is
+    not composed again (``posenc.engine.compose_cache``), so jobs that differ only in values
+    (a sweep of learning rates or sizes) share one.
     """
+    from posenc.engine.compose_cache import remembered
+
+    roots = [config_root(), *user_config_dirs()]
+    searchpath = searchpath_overrides()
+    shape, values = _split(overrides, roots)
+    # the same tree and overrides compose to the same config (posenc.engine.compose_cache)
+    cfg = remembered(roots, [*shape, *searchpath], lambda: _hydra_composed([*shape, *searchpath]))
+    _apply_values(values, cfg)
+    return cfg
+
+
+def _hydra_composed(overrides: Sequence[str]) -> DictConfig:
+    """Hydra's composition of ``config`` with every override, with ``choices`` and no ``hydra``
+    node (``with_choices``); Hydra's errors become ``ConfigError``."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from posenc.engine.compose_cache import remembered
-
-    searchpath = searchpath_overrides()
-
-    def composed() -> DictConfig:
-        _check_choices(overrides)
+    _check_choices(overrides)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+            cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(_hydra_message(e)) from None
+    finally:
         GlobalHydra.instance().clear()
-        try:
-            with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-                cfg = hydra_compose("config", overrides=[*overrides, *searchpath], return_hydra_config=True)
-        except (HydraException, OmegaConfBaseException) as e:
-            raise ConfigError(_hydra_message(e)) from None
-        finally:
-            GlobalHydra.instance().clear()
-        return with_choices(cfg, cfg.hydra.runtime.choices)
+    return with_choices(cfg, cfg.hydra.runtime.choices)
 
-    # the same tree and overrides compose to the same config (posenc.engine.compose_cache)
-    return remembered([config_root(), *user_config_dirs()], [*overrides, *searchpath], composed)
+
+def _split(overrides: Sequence[str], roots: Sequence[Any]) -> tuple[list[str], list[Any]]:
+    """The overrides that shape a composition (kept as written) and the parsed ones that only set,
+    add or delete a value, which Hydra applies after composing (its "config overrides"): a key
+    that names no config folder (``seed``, ``train.lr``), outside ``hydra``, ``choices`` and
+    ``defaults``, with no package and no sweep. Anything else stays with Hydra, which is always
+    right."""
+    shape: list[str] = []
+    values: list[Any] = []
+    for text in overrides:
+        key = text.lstrip("+~").split("=", 1)[0]
+        parsed = None
+        if key.split(".", 1)[0] not in _SHAPING and not set("@/$,[{") & set(key):
+            if not any((root / key).is_dir() for root in roots):
+                parsed = _parsed_override(text)
+        if parsed is None or parsed.package is not None or parsed.is_sweep_override():
+            shape.append(text)
+        else:
+            values.append(parsed)
+    return shape, values
+
+
+_SHAPING = ("hydra", "choices", "defaults")  # top-level keys whose overrides Hydra alone applies
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_override(text: str) -> Any:
+    """One override as Hydra's parser reads it (read once per text; Hydra only reads it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(text)
+    except Exception as e:  # Hydra's parser raises several types; all mean a malformed override
+        raise ConfigError(f"cannot parse override: {str(e).splitlines()[0]}") from None
+
+
+def _apply_values(values: Sequence[Any], cfg: DictConfig) -> None:
+    """Apply value overrides to a composed config as Hydra applies them to its own."""
+    if not values:
+        return
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        ConfigLoaderImpl._apply_overrides_to_config(list(values), cfg)
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(_hydra_message(e)) from None
 
 
 def with_choices(cfg: DictConfig, choices: Any) -> DictConfig:
