@@ -169,13 +169,9 @@ def options_where(group: str, predicate: Callable[[Any], bool]) -> list[str]:
 
 def _check_choices(overrides: Sequence[str]) -> None:
     """Name the valid options when a group override names one that does not exist."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ValueType
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception as e:  # Hydra's parser raises several types; all mean a malformed override
-        raise ConfigError(f"cannot parse override: {str(e).splitlines()[0]}") from None
+    parsed = [_parsed_override(o) for o in overrides]  # a malformed override first, wherever it is
     for o in parsed:
         group = o.key_or_group
         if group in GROUPS and o.package is None and not o.is_delete():
@@ -264,7 +260,7 @@ def _parsed_override(text: str) -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        return OverridesParser.create().parse_override(text)
+        return OverridesParser.create().parse_overrides([text])[0]  # its messages name the override
     except Exception as e:  # Hydra's parser raises several types; all mean a malformed override
         raise ConfigError(f"cannot parse override: {str(e).splitlines()[0]}") from None
 
