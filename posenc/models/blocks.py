@@ -12,7 +12,8 @@ contiguous positions (or, for FIRE, one per query row) its blocks are strided vi
 vector (or of per-chunk rows), never a gather. A per-key bias (…, n_h, 1, s) under a causal mask
 (ALiBi's key-only form) needs no mask at all: it is folded into one extra Q/K dimension and the
 fused causal kernel runs (``key_bias_attention``). A full bias that is being trained goes through
-``bias_attention``, which on the CPU is faster than SDPA's fallback for a mask with a gradient.
+``bias_attention``, which on the CPU is faster than SDPA's fallback for a mask with a gradient,
+causal in a few chunks of queries that score only the keys they see (``causal_bias_attention``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,40 @@ def bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[(None,) * (4 - mask.dim())])
     scores = ((q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)).add_(mask)  # (b, n_h, s_q, s_k)
     return scores.softmax(dim=-1) @ v  # (b, n_h, s_q, h_d)
+
+
+# Query chunks of a trained causal bias's attention written out (``causal_bias_attention``): each
+# chunk scores only the keys it sees, so a causal attention does (n + 1)/2n of the full work.
+# Forward + backward of one layer, one thread, (b, 4, s, 32) with b·s = 4096, n chunks against 1:
+# s = 64 13.8 ms (2) vs 15.4; s = 128 18.6 (2) vs 27.9, 20.8 with 4; s = 256 30.0 (4) vs 52.4;
+# s = 512 55.9 (4) vs 128.2, 58.9 with 8 (NoPE's fused SDPA: 14.3, 20.6, 35.0, 71.3). More chunks
+# cost more small calls than they save.
+CAUSAL_CHUNK_QUERIES = 64
+CAUSAL_CHUNKS_MAX = 4
+
+
+def causal_bias_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """softmax(q·kᵀ/√h_d + bias + causal mask)·v for q, k, v (b, n_h, s, h_d) and a full bias
+    (…, n_h, s, s). A bias being trained on the CPU goes through ``bias_attention`` in 2 to
+    ``CAUSAL_CHUNKS_MAX`` chunks of queries, each against the keys up to its last query only (the
+    keys after it are all masked): 1.1x to 2.3x faster forward + backward than one call over
+    every key, and faster than NoPE's fused kernel. Anywhere else one SDPA call with the bias
+    masked."""
+    s = q.shape[2]
+    if q.device.type != "cpu" or not (bias.requires_grad and torch.is_grad_enabled()):
+        future = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        return bias_attention(q, k, v, bias.masked_fill(future, float("-inf")))
+    n = min(CAUSAL_CHUNKS_MAX, max(2, s // CAUSAL_CHUNK_QUERIES), s)
+    # scaled once, and k, v laid out by head: a chunk's slices then go to the matmuls uncopied
+    q, k, v = q * q.shape[-1] ** -0.5, k.contiguous(), v.contiguous()
+    out = []
+    for start, stop in ((s * i // n, s * (i + 1) // n) for i in range(n)):
+        future = torch.ones(stop - start, stop, dtype=torch.bool, device=q.device).triu(start + 1)  # j > i
+        mask = bias[..., start:stop, :stop].masked_fill(future, float("-inf"))  # (…, n_h, c, stop)
+        scores = (q[:, :, start:stop] @ k[:, :, :stop].transpose(-1, -2)).add_(mask)  # (b, n_h, c, stop)
+        out.append((scores.softmax(dim=-1) @ v[:, :, :stop]).transpose(1, 2))  # (b, c, n_h, h_d)
+    # token-major, as the output projection reads it (and as SDPA returns it): no copy there
+    return torch.cat(out, dim=1).transpose(1, 2)  # (b, n_h, s, h_d)
 
 
 def chunked_bias_attention(
@@ -461,10 +496,7 @@ class Attention(nn.Module):
             y = chunked_bias_attention(q, k, v, pe, positions, chunk or s, causal)
         else:
             mask = bias.to(q.dtype)
-            if causal:
-                future = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
-                mask = mask.masked_fill(future, float("-inf"))
-            y = bias_attention(q, k, v, mask)
+            y = causal_bias_attention(q, k, v, mask) if causal else bias_attention(q, k, v, mask)
         return self.o(y.transpose(1, 2).reshape(b, s, self.n_heads * self.head_dim))  # (b, s, d)
 
 

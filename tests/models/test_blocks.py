@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from posenc.models.blocks import bias_attention
+from posenc.models.blocks import bias_attention, causal_bias_attention
 
 
 def test_bias_attention_matches_sdpa_with_a_trained_mask_values_and_gradients():
@@ -21,6 +21,31 @@ def test_bias_attention_matches_sdpa_with_a_trained_mask_values_and_gradients():
             grads.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v, bias))))
         for ours, ref in zip(*grads):
             assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("s", [1, 2, 5, 64, 130, 301])
+def test_causal_bias_attention_in_query_chunks_matches_one_causal_sdpa_values_and_gradients(s):
+    """A trained bias split into 1 to 4 chunks of queries (s = 1 cannot split; 5 and 301 split
+    unevenly), each scoring only the keys it sees: SDPA's answer over the whole masked bias, for
+    q, k, v as the model passes them (head-major views of token-major projections) and for a bias
+    shared by the batch or one per sequence."""
+    torch.manual_seed(0)
+    b, n_h, h_d = 2, 3, 8
+    future = torch.ones(s, s, dtype=torch.bool).triu(1)
+    for lead in ((), (b,)):
+        q, k, v = (torch.randn(b, s, n_h, h_d).transpose(1, 2).requires_grad_() for _ in range(3))
+        bias = torch.randn(*lead, n_h, s, s, requires_grad=True)
+        grads = []
+        for attend in (
+            causal_bias_attention,
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m.masked_fill(future, float("-inf"))),
+        ):
+            out = attend(q, k, v, bias)  # (b, n_h, s, h_d)
+            grads.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v, bias))))
+        for ours, ref in zip(*grads):
+            assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+        with torch.no_grad():  # one SDPA call, the same answer
+            assert_close(causal_bias_attention(q, k, v, bias), grads[1][0], rtol=1e-5, atol=1e-5)
 
 
 def test_bias_attention_without_gradient_is_sdpa_on_its_flash_kernel():
