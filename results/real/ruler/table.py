@@ -17,13 +17,19 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from posenc.analysis.stats import mcnemar_pairs, wilson_interval
 
 here = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
 runs = sorted(p for p in here.iterdir() if (p / "ruler_trials.csv").exists())
+# a scale's factor is the run's (real.factor, by default the longest length over the trained one):
+# the method names it, since a run of 8192 alone scales YaRN by 1, the model as shipped
+factors = {run.name: yaml.safe_load((run / "config.yaml").read_text())["real"]["factor"] for run in runs}
 trials = pd.concat(pd.read_csv(run / "ruler_trials.csv").assign(run=run.name) for run in runs)
-trials["method"] = trials.scale
+trials["method"] = [
+    scale if scale.startswith("none") else f"{scale} ×{factors[run]:g}" for scale, run in zip(trials.scale, trials.run)
+]
 NEEDLE = r"One special magic \w+ for \S+ is (\S+)\."  # a needle's value
 # the needles of each prompt (posenc.tasks.ruler.niah's NEEDLE): a wrong answer that is another key's value
 # every run wrote the same prompts (one seed, the same lengths): kept once, compressed, beside the runs
