@@ -32,7 +32,7 @@ trials["method"] = [
 ]
 NEEDLE = r"One special magic \w+ for \S+ is (\S+)\."  # a needle's value
 # the needles of each prompt (posenc.tasks.ruler.niah's NEEDLE): a wrong answer that is another key's value
-# every run wrote the same prompts (one seed, the same lengths): kept once, compressed, beside the runs
+# every run's prompts (one seed; keyed by length and trial), kept once, compressed, beside the runs
 needles = {}
 for line in gzip.open(here / "ruler_prompts.jsonl.gz", "rt", encoding="utf-8"):
     prompt = json.loads(line)
