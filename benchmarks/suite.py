@@ -62,6 +62,10 @@ class Sizes:
     precision_windows: int = 64  # the validation windows that score it
     suite_sweeps: str | None = None  # the standard suite's sweeps the start-up rows plan (None: all)
     matmul_n: int = 4096  # the (n, n) matmul whose rate a forward is read against
+    # rounds of the cases timed a call or a process at a time (long and bf16 forwards, suite
+    # start-up): 6 is the fewest whose median has a 95% interval (``median_interval``: the
+    # smallest and the largest of the 6, 96.9%)
+    interval_rounds: int = 6
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -380,8 +384,13 @@ def _time_row(
     """posenc's time over the reference's (lower is better), timed ``interleaved``: the median of
     the per-round ratios and its 95% interval."""
     timing = _sized_interleaved(ours, reference, sizes, threads, sizes.block_time / 2)
-    r = row(benchmark, case, timing.ours, timing.reference, "s", goal, False, target)
-    r["ratio"], r["met"] = 1 / timing.ratio, bool(1 / timing.ratio <= target)  # the median of per-round ratios
+    return _inverted(row(benchmark, case, timing.ours, timing.reference, "s", goal, False, target), timing, target)
+
+
+def _inverted(r: dict[str, Any], timing: Timing, target: float) -> dict[str, Any]:
+    """A time row ``r`` (lower is better) given the median of ``timing``'s per-round ratios as
+    posenc's time over the reference's, with its 95% interval (NaN under 6 rounds)."""
+    r["ratio"], r["met"] = 1 / timing.ratio, bool(1 / timing.ratio <= target)
     low, high = median_interval(timing.ratios)
     r["ratio_low"], r["ratio_high"] = 1 / high, 1 / low
     return r
@@ -490,7 +499,8 @@ def _long_peak(name: str, length: int, threads: int) -> float | str:
 def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Forward pass of lm_tiny at long lengths (batch 1) per 1D scheme against NoPE (plain causal
     SDPA, no bias): time in this process, the two interleaved (``interleaved``, one forward a
-    block, ``sizes.repeats`` rounds, the median of per-round ratios), goal 2x; peak RSS of a fresh
+    block, ``sizes.interval_rounds`` rounds, the median of per-round ratios and its interval), goal
+    2x; peak RSS of a fresh
     process for each, goal 1.5x and under 4 GiB."""
     from posenc.engine.config import options_where
 
@@ -522,12 +532,11 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                 continue
             model = long_model(name, length)
             with torch.no_grad():
-                t_ours, t_ref, speedup, _ = interleaved(
-                    lambda: model(x), lambda: nope(x), threads, sizes.repeats, 0.0, warmup=1
-                )
-            r = row("long eval", f"{name} @ {length} time vs nope", t_ours, t_ref, "s", "<= 2.0", False, 2.0)
-            r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 2.0)  # the median of per-round ratios
-            rows.append(r)
+                timing = interleaved(lambda: model(x), lambda: nope(x), threads, sizes.interval_rounds, 0.0, warmup=1)
+            r = row(
+                "long eval", f"{name} @ {length} time vs nope", timing.ours, timing.reference, "s", "<= 2.0", False, 2.0
+            )
+            rows.append(_inverted(r, timing, 2.0))
             rows.append(
                 {
                     "benchmark": "long eval",
@@ -947,12 +956,16 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         ids, targets = x[:, :-1], x[:, 1:]
         case = f"{name}: bf16 token losses @ {length}"
         peaks: list[list[float]] = [[], []]
+        seconds: list[float] = []  # each call of posenc's, on ``clock``
         losses: list[torch.Tensor] = []
 
         def measured(i: int, fn: Callable[[], torch.Tensor]) -> Callable[[], None]:
             def call() -> None:
+                start = clock()
                 with torch.no_grad():
                     out, peak = _rss_peak(fn)
+                if i == 0:
+                    seconds.append(clock() - start)
                 peaks[i].append(peak)
                 if i == 0:
                     losses.append(out.float())
@@ -965,7 +978,7 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
             measured(0, lambda: ours(ids, targets=targets, chunk=1024)),
             measured(1, lambda: F.cross_entropy(hf(ids).logits[0].float(), targets[0], reduction="none")[None]),
             threads,
-            sizes.repeats,
+            sizes.interval_rounds,
             0.0,
             warmup=0,
             clock=clock,
@@ -981,32 +994,24 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
             False,
             1.0,
         )
-        r["ratio"], r["met"] = 1 / timing.ratio, bool(1 / timing.ratio <= 1.0)  # the median of per-round ratios
-        rows.append(r)
+        rows.append(_inverted(r, timing, 1.0))
         mem = [statistics.median(p) / gib for p in peaks]
-        rows.append(
-            row("bf16 forward", f"{case} peak memory vs transformers bf16", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0)
-        )
+        r = row("bf16 forward", f"{case} peak memory vs transformers bf16", mem[0], mem[1], "GiB", "<= 1.0", False, 1.0)
+        # the first call of each sized the rounds' blocks; the rounds' calls pair up after it
+        r["ratio_low"], r["ratio_high"] = median_interval([a / b for a, b in zip(peaks[0][1:], peaks[1][1:])])
+        rows.append(r)
         per_thread = threads if clock is time.process_time else 1
         flop = forward_flop(hf.config, length)
         achieved = flop / (timing.ours / per_thread)
+        per_round = [flop / (t / per_thread) for t in seconds[1:]]  # FLOP/s of each round's forward
         fp32 = matmul_rate(torch.float32, threads, clock, n)
         what = f"{case}: FLOP/s of its {flop / 1e12:.3g} TFLOP (causal attention once) vs a {n}² matmul's"
-        rows.append(
-            row(
-                "bf16 forward",
-                f"{what} in bf16",
-                achieved / 1e9,
-                statistics.mean(rates) / 1e9,
-                "GFLOP/s",
-                ">= 0.75",
-                True,
-                0.75,
+        for dtype, rate, goal in (("bf16", statistics.mean(rates), 0.75), ("float32", fp32, 1.0)):
+            r = row(
+                "bf16 forward", f"{what} in {dtype}", achieved / 1e9, rate / 1e9, "GFLOP/s", f">= {goal}", True, goal
             )
-        )
-        rows.append(
-            row("bf16 forward", f"{what} in float32", achieved / 1e9, fp32 / 1e9, "GFLOP/s", ">= 1.0", True, 1.0)
-        )
+            r["ratio_low"], r["ratio_high"] = median_interval([a / rate for a in per_round])
+            rows.append(r)
         # the ceiling: the rate of the matmuls this forward is made of, each shape timed apart
         alone = matmul_seconds(hf.config, length, torch.bfloat16, clock) / per_thread
         rows.append(
@@ -1134,7 +1139,8 @@ def suite_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Wall time of ``posenc suite --suite standard --dry-run`` (every job composed and checked,
     nothing run: what comes before the first job) in fresh processes, with empty caches; again
     with the compositions kept but every job checked (as after an edit of posenc's code); and
-    with both kept (planned before; the median of ``repeats``). Goal: under 10 s."""
+    with both kept (planned before): each the median of ``interval_rounds`` and its interval.
+    Goal: under 10 s."""
     import tempfile
     from pathlib import Path
 
@@ -1143,21 +1149,27 @@ def suite_startup(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="posenc-suite-startup-") as tmp:
         command = [sys.executable, "-m", "posenc", "suite", "--suite", "standard", *only, "--dry-run"]
         command += ["--results-dir", str(Path(tmp) / "results")]
-        composed, checked = str(Path(tmp) / "composed"), str(Path(tmp) / "checked")
 
-        def seconds(check_cache: str) -> float:
-            env = {**os.environ, "POSENC_COMPOSE_CACHE": composed, "POSENC_CHECK_CACHE": check_cache}
+        def seconds(composed: str, checked: str) -> float:
+            env = {**os.environ, "POSENC_COMPOSE_CACHE": composed, "POSENC_CHECK_CACHE": checked}
             start = time.perf_counter()
             subprocess.run(command, capture_output=True, check=True, env=env)
             return time.perf_counter() - start
 
-        cases = [("nothing kept", [seconds(checked)]), ("compositions kept, every job checked", [seconds("off")])]
-        cases.append(("planned before", [seconds(checked) for _ in range(sizes.repeats)]))
+        rounds = range(sizes.interval_rounds)
+        caches = [(str(Path(tmp) / f"composed{i}"), str(Path(tmp) / f"checked{i}")) for i in rounds]
+        cases = [("nothing kept", [seconds(*kept) for kept in caches])]  # empty caches of its own each round
+        composed, checked = caches[-1]
+        cases.append(("compositions kept, every job checked", [seconds(composed, "off") for _ in rounds]))
+        cases.append(("planned before", [seconds(composed, checked) for _ in rounds]))
         for case, times in cases:
-            median = statistics.median(times)
             plan = f"posenc suite --suite standard{' --only ' + sizes.suite_sweeps if only else ''} --dry-run"
             goal = f"< {SUITE_START_GOAL:g} s"
-            rows.append(row("suite start-up", f"{plan}: {case}", median, 1.0, "s", goal, False, SUITE_START_GOAL))
+            r = row(
+                "suite start-up", f"{plan}: {case}", statistics.median(times), 1.0, "s", goal, False, SUITE_START_GOAL
+            )
+            r["ratio_low"], r["ratio_high"] = median_interval(times)
+            rows.append(r)
     return rows
 
 

@@ -37,6 +37,11 @@ def test_bf16_rows_time_rate_and_perplexity():
     assert [r["case"].split(": ", 1)[0] for r in rows] == [case.split(": ")[0]] * 7
     time, memory, bf16, fp32, ceiling, share, ppl = rows
     assert time["unit"] == "s" and time["posenc"] > 0 and time["reference"] > 0 and time["goal"] == "<= 1.0"
+    # 6 interleaved rounds: each ratio inside the 95% interval of its median (the smallest and the
+    # largest round's); the FLOP rates' from each round's forward against the same matmul rate
+    for r in (time, bf16, fp32) + ((memory,) if not math.isnan(memory["posenc"]) else ()):
+        assert r["ratio_low"] <= r["ratio"] <= r["ratio_high"], r["case"]
+    assert bf16["ratio_low"] / fp32["ratio_low"] == pytest.approx(fp32["reference"] / bf16["reference"])
     assert memory["unit"] == "GiB" and (math.isnan(memory["posenc"]) or memory["posenc"] >= 0)
     # the FLOP count is stated, the rates are GFLOP/s of the forward over the (quick: 256²) matmul's
     assert "0.00454 TFLOP" in bf16["case"] and "256² matmul" in bf16["case"]
