@@ -137,15 +137,23 @@ def environment(threads: int) -> dict[str, str]:
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The CPU's model name from ``cpuinfo`` (Linux), else what ``platform.processor()`` says."""
+    """The CPU's model name from ``cpuinfo`` (Linux), with its x86 family and model numbers where
+    given (a cloud machine may name itself only "AMD EPYC": two such machines here ran a 4096²
+    bf16 matmul at 360 and 199 GFLOP/s a thread), else what ``platform.processor()`` says."""
+    fields: dict[str, str] = {}
     try:
         with open(cpuinfo) as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                if not line.strip():  # the first processor's block ends
+                    break
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    ids = [f"{name} {fields[key]}" for key, name in (("cpu family", "family"), ("model", "model")) if key in fields]
+    return f"{fields['model name']} ({', '.join(ids)})" if ids else fields["model name"]
 
 
 # --- training throughput -------------------------------------------------------------------

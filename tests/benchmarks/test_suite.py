@@ -70,6 +70,9 @@ def test_cpu_model_reads_the_model_name_or_falls_back(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n")
     assert cpu_model(str(info)) == "AMD EPYC 9R14 96-Core Processor"
+    # a cloud machine's bare name, told apart by its x86 family and model; the first processor's
+    info.write_text("cpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n\nmodel\t\t: 1\n")
+    assert cpu_model(str(info)) == "AMD EPYC (family 25, model 17)"
     assert cpu_model(str(tmp_path / "missing")) == (platform.processor() or platform.machine())
 
 
