@@ -508,8 +508,7 @@ def long_eval(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """Forward pass of lm_tiny at long lengths (batch 1) per 1D scheme against NoPE (plain causal
     SDPA, no bias): time in this process, the two interleaved (``interleaved``, one forward a
     block, ``sizes.interval_rounds`` rounds, the median of per-round ratios and its interval), goal
-    2x; peak RSS of a fresh
-    process for each, goal 1.5x and under 4 GiB."""
+    2x; peak RSS of a fresh process for each, goal 1.5x and under 4 GiB."""
     from posenc.engine.config import options_where
 
     rows = []
@@ -974,9 +973,8 @@ def bf16_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                     out, peak = _rss_peak(fn)
                 if i == 0:
                     seconds.append(clock() - start)
-                peaks[i].append(peak)
-                if i == 0:
                     losses.append(out.float())
+                peaks[i].append(peak)
 
             return call
 
