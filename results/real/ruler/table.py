@@ -5,7 +5,8 @@ Wilson interval, mean string_match_all, the wrong answers that are another needl
 forwards and seconds per trial) and
 `ruler_pairs.md`/`.csv` (each pair of methods at each length, paired by trial, since every method
 reads the same prompts: the trials only one of them got right, the exact McNemar p-value, and that
-p Holm-corrected over every pair and length of the table).
+p Holm-corrected over every pair and length of the table). A trial two runs both scored (the
+unscaled model runs beside every scale) must decode the same in both, and counts once.
 
     python results/real/ruler/table.py
 """
@@ -30,6 +31,14 @@ trials = pd.concat(pd.read_csv(run / "ruler_trials.csv").assign(run=run.name) fo
 trials["method"] = [
     scale if scale.startswith("none") else f"{scale} ×{factors[run]:g}" for scale, run in zip(trials.scale, trials.run)
 ]
+# a cell scored again by a later run (the unscaled model beside another scale) must decode the same
+# (greedy decoding of the same prompt); it counts once, as its first run read it
+key = ["method", "length", "trial"]
+again = trials[trials.duplicated(key, keep=False)].groupby(key).decoded.nunique()
+if (again > 1).any():
+    raise SystemExit(f"cells scored twice decode differently: {list(again[again > 1].index)}")
+replicated = trials.duplicated(key).sum()
+trials = trials.drop_duplicates(key)
 NEEDLE = r"One special magic \w+ for \S+ is (\S+)\."  # a needle's value
 # the needles of each prompt (posenc.tasks.ruler.niah's NEEDLE): a wrong answer that is another key's value
 # every run's prompts (one seed; keyed by length and trial), kept once, compressed, beside the runs
@@ -64,3 +73,5 @@ for name, frame in (("ruler_table", table), ("ruler_pairs", pairs)):
     frame.to_csv(here / f"{name}.csv", index=False)
     (here / f"{name}.md").write_text(frame.to_markdown(index=False, floatfmt=".3g") + "\n")
     print(frame.to_markdown(index=False, floatfmt=".3g"), end="\n\n")
+if replicated:
+    print(f"{replicated} trials scored again by a later run decoded the same and count once")
