@@ -276,7 +276,7 @@ def _apply_values(values: Sequence[Any], cfg: DictConfig) -> None:
     try:
         ConfigLoaderImpl._apply_overrides_to_config(list(values), cfg)
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(_hydra_message(e)) from None
+        raise ConfigError(_hydra_message(e, cfg)) from None
 
 
 def with_choices(cfg: DictConfig, choices: Any) -> DictConfig:
@@ -291,20 +291,22 @@ def with_choices(cfg: DictConfig, choices: Any) -> DictConfig:
     return cfg
 
 
-def _hydra_message(e: Exception) -> str:
+def _hydra_message(e: Exception, cfg: DictConfig | None = None) -> str:
+    """Hydra's error as one line; an unknown key names the valid keys of its node in ``cfg``, the
+    config the override was applied to (None: the default config's)."""
     text = f"{e}\n{e.__cause__ or ''}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if lines and lines[0].startswith("Could not override '") and "not in struct" in text:
         key = lines[0].split("'")[1]
         group, _, _ = key.partition(".")
-        return f"unknown override key '{key}'" + _valid_keys_hint(group)
+        return f"unknown override key '{key}'" + _valid_keys_hint(group, cfg)
     return lines[0] if lines else type(e).__name__
 
 
-def _valid_keys_hint(group: str) -> str:
+def _valid_keys_hint(group: str, cfg: DictConfig | None = None) -> str:
+    """The keys of ``group``'s node in ``cfg`` (the option picked there, not the default's)."""
     try:
-        default = compose_defaults()
-        node = default.get(group)
+        node = (compose_defaults() if cfg is None else cfg).get(group)
     except Exception:
         return ""
     if isinstance(node, DictConfig):

@@ -78,6 +78,8 @@ def test_interpolations_follow_the_model():
         (["model=foo"], "unknown model 'foo'; valid: .*lm_tiny"),
         (["task=foo"], "unknown task 'foo'; valid: .*text"),
         (["train.foo=1"], "unknown override key 'train.foo'; valid keys in train: steps"),
+        # the keys of the option picked, not of the default one (text's: path, source, …)
+        (["task=ruler_niah_multivalue", "task.depths=[0.5]"], "valid keys in task: haystack, values, key_kind"),
         (["+pe.foo=1"], "unknown key 'pe.foo'; valid keys: head_dim"),
         (["train.lr=abc"], "train.lr: expected float, got 'abc'"),
         (["train.steps=1.5"], "train.steps: expected int, got 1.5"),
