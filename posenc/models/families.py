@@ -31,6 +31,7 @@ from torch import nn
 
 from posenc.core.errors import ConfigError
 from posenc.models.blocked import blocked_causal_attention, runs_blocked
+from posenc.models.blocks import LayerCache
 from posenc.models.hf import (
     GLOBAL_LAYERS,
     from_hf_llama,
@@ -39,7 +40,7 @@ from posenc.models.hf import (
     rope_parameters,
     scale_from_hf_config,
 )
-from posenc.models.lm import chunked_cross_entropy
+from posenc.models.lm import KVCache, chunked_cross_entropy
 from posenc.pe.base import default_positions, float32
 from posenc.pe.remap.base import NoRemap, RemapState, remap_chunk
 from posenc.pe.rope import RoPE
@@ -161,31 +162,40 @@ def banded_attention(
 ) -> tuple[torch.Tensor, None]:
     """Causal attention as transformers' attention functions take it, without an (s, s) mask.
 
-    (b, n_h, s, h_d) query, (b, n_kv, s, h_d) key and value -> ((b, s, n_h, h_d), None). A layer
+    (b, n_h, m, h_d) query, (b, n_kv, m, h_d) key and value -> ((b, m, n_h, h_d), None). A layer
     with neither a sliding window nor soft-capping is one fused causal SDPA (O(s) memory). A sliding
     window (query i sees keys i − w < j ≤ i, as transformers' ``sliding_window_overlay``) or Gemma 2's
     score soft-capping c·tanh(score / c) runs ``BAND_CHUNK`` queries at a time against the keys they
     can see: peak memory one (b, n_h, chunk, chunk + w) block, where transformers builds a full
     (s, s) mask (4 GiB at 64k tokens) and, with soft-capping, eager (b, n_h, s, s) scores.
     ``attention_mask`` is None: transformers builds no mask for an attention it has no mask
-    function for, and posenc's windows have no padding.
+    function for, and posenc's windows have no padding. With a decoding cache on the module
+    (``module.posenc_cache``, ``InjectedLM.forward(…, cache=)``) the m tokens extend the cached
+    ones and are the last m of the t queries so far: they see the cached keys too.
     """
-    b, n_h, s, h_d = query.shape
+    b, n_h, m, h_d = query.shape
     scale = scaling if scaling is not None else h_d**-0.5
+    cache: LayerCache | None = getattr(module, "posenc_cache", None)  # InjectedLM.forward's, this step's
+    if cache is not None:  # keys as transformers hands them (rotated, or unrotated in a remapped layer)
+        key, value = cache.extend(key, value)  # (b, n_kv, t, h_d)
+    offset = key.shape[2] - m  # the tokens before these queries (0 without a cache)
     state: RemapState | None = getattr(module, "posenc_remap", None)  # InjectedLM.set_remap's, this forward's
     if state is not None:  # a position remap: its layers' q and k come unrotated, it rotates them per view
         return state.attend(query, key, value, scale).transpose(1, 2).contiguous(), None
-    if not sliding_window and not softcap and runs_blocked(query):  # bfloat16 on the CPU: 2x SDPA's kernel
+    if offset:  # a decoding step: a few queries against the cached keys
+        return cached_step(query, key, value, scale, sliding_window, softcap).transpose(1, 2).contiguous(), None
+    plain = not sliding_window and not softcap
+    if plain and runs_blocked(query):  # bfloat16 on the CPU: 2x SDPA's kernel
         return blocked_causal_attention(query, key, value, scale).transpose(1, 2), None
     if key.shape[1] != n_h:
-        key = key.repeat_interleave(n_h // key.shape[1], dim=1)  # (b, n_h, s, h_d)
-        value = value.repeat_interleave(n_h // value.shape[1], dim=1)  # (b, n_h, s, h_d)
-    if not sliding_window and not softcap:
+        key = key.repeat_interleave(n_h // key.shape[1], dim=1)  # (b, n_h, t, h_d)
+        value = value.repeat_interleave(n_h // value.shape[1], dim=1)  # (b, n_h, t, h_d)
+    if plain:
         out = F.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scale)
         return out.transpose(1, 2).contiguous(), None
     blocks = []
-    for start in range(0, s, BAND_CHUNK):
-        stop = min(start + BAND_CHUNK, s)
+    for start in range(0, m, BAND_CHUNK):
+        stop = min(start + BAND_CHUNK, m)
         first = max(0, start - sliding_window + 1) if sliding_window else 0  # the first key any query sees
         i = torch.arange(start, stop, device=query.device)[:, None]
         j = torch.arange(first, stop, device=query.device)[None, :]
@@ -198,6 +208,33 @@ def banded_attention(
         else:
             blocks.append(F.scaled_dot_product_attention(q, k, v, attn_mask=seen, scale=scale))
     return torch.cat(blocks, dim=2).transpose(1, 2).contiguous(), None
+
+
+def cached_step(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scale: float,
+    sliding_window: int | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """(b, n_h, m, h_d) queries of the last m of t tokens against every token's (b, n_kv, t, h_d) keys
+    and values -> (b, n_h, m, h_d): ``banded_attention``'s decoding step. Only the keys inside the
+    window are read, and the r query heads that share a key head are rows of one matmul against it
+    (as ``blocks.cached_attention``), so no key is copied per head."""
+    b, n_h, m, h_d = query.shape
+    n_kv, t = key.shape[1], key.shape[2]
+    first = max(0, t - m - sliding_window + 1) if sliding_window else 0  # the first key the first query sees
+    key, value = key[:, :, first:], value[:, :, first:]  # (b, n_kv, e, h_d)
+    i = torch.arange(t - m, t, device=query.device)[:, None]
+    j = torch.arange(first, t, device=query.device)[None, :]
+    hidden = (j > i) | ((i - j >= sliding_window) if sliding_window else False)  # (m, e)
+    scores = query.reshape(b, n_kv, n_h // n_kv * m, h_d) @ key.transpose(-1, -2) * scale  # (b, n_kv, r·m, e)
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
+    scores = scores.view(b, n_kv, n_h // n_kv, m, -1).masked_fill(hidden, float("-inf")).view_as(scores)
+    weights = scores.softmax(-1, dtype=torch.float32).to(value.dtype)
+    return (weights @ value).view(b, n_h, m, h_d)
 
 
 class InjectedRotary(nn.Module):
@@ -258,7 +295,9 @@ class InjectedLM(nn.Module):
         shipped = scale_from_hf_config(config, scaled_layer_type)
         self.length_scale: NoScale | None = shipped if shipped.length_dependent else None
         self.remap: NoRemap | None = None  # a position remap on the scaled layers (set_remap)
-        self._remapped: list[nn.Module] = []  # the attention modules it runs in
+        # every layer's attention module (not registered again as a submodule), and those a remap runs in
+        self._attentions = [next(m for m in layer.children() if hasattr(m, "scaling")) for layer in base.layers]
+        self._remapped: list[nn.Module] = []
 
     @property
     def ropes(self) -> nn.ModuleDict:
@@ -283,10 +322,15 @@ class InjectedLM(nn.Module):
         """As ``CausalLM.follow_length``: ``scale`` re-applied to ``pe`` for each forward's length."""
         self.length_scale = scale
 
-    def kv_cache(self) -> None:
-        """None: decoding runs a full forward per token here. transformers' own cache keeps keys
-        rotated, which a remap's views or a rescaling that follows the length would see wrongly."""
-        return None
+    def kv_cache(self) -> KVCache | None:
+        """An empty cache for decoding token by token (``forward(…, cache=)``), as
+        ``CausalLM.kv_cache``: every layer's keys and values as its attention receives them (rotated
+        at their own positions, or unrotated in the layers a remap rotates per view), kept by
+        ``banded_attention``, not by transformers. None where the frequencies follow the length
+        (``follow_length``): decode by full forwards."""
+        if self.length_scale is not None:
+            return None
+        return KVCache(LayerCache() for _ in self._attentions)
 
     def set_remap(self, remap: NoRemap | None) -> None:
         """Run ``remap`` (``posenc.pe.remap``; None or ``none``: off) in the attention of every layer
@@ -304,8 +348,7 @@ class InjectedLM(nn.Module):
         types = getattr(config, "layer_types", None) if self.scaled_layer_type else None
         self._remapped = [
             attn
-            for i, layer in enumerate(self.model.base_model.layers)
-            for attn in [next(m for m in layer.children() if hasattr(m, "scaling"))]
+            for i, attn in enumerate(self._attentions)
             if active and (types is None or types[i] == key) and getattr(attn, "use_rope", True)
         ]
         self.model.base_model.rotary_emb.unrotated = {key} if active else set()
@@ -318,33 +361,38 @@ class InjectedLM(nn.Module):
         targets: torch.Tensor | None = None,
         chunk: int = 1024,
         last: int | None = None,
-        cache: None = None,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         """(b, s) token ids, optional (s,) or (b, s) positions -> (b, s, V) logits; with (b, s)
         ``targets`` their (b, s) float32 losses, the head run ``chunk`` positions at a time;
-        ``last``: the logits of the last ``last`` positions only. As ``CausalLM.forward``, without
-        a cache (``kv_cache``)."""
-        if cache is not None:
-            raise ValueError("InjectedLM decodes without a cache (kv_cache gives None)")
+        ``last``: the logits of the last ``last`` positions only. ``cache`` (``kv_cache``): as
+        ``CausalLM.forward``, ``idx`` continues the tokens cached, at the positions after them."""
         b, s = idx.shape
+        if cache is not None:  # idx's tokens after the cached ones; only their queries run
+            cache.check(self.pe, self.remap)
+            positions = default_positions(cache.length + s, idx.device)
         if positions is None:
             positions = default_positions(s, idx.device)
         if self.length_scale is not None:  # frequencies that follow the length (dynamic NTK, LongRoPE)
             self.length_scale.apply(self.pe, int(positions.max()) + 1)
-        if self.remap is not None:  # the remap's rotations, once, for the layers it runs in
+        if self.remap is not None:  # the remap's rotations, once, for the layers it runs in (every token's)
             with float32(idx.device):
                 heads = self.model.config.num_attention_heads
-                state = self.remap.prepare(self.pe, positions, self.embed.weight.dtype, remap_chunk(b * heads, s))
+                n = positions.shape[-1]
+                state = self.remap.prepare(self.pe, positions, self.embed.weight.dtype, remap_chunk(b * heads, n))
             for attn in self._remapped:
                 attn.posenc_remap = state
+        positions = positions[..., -s:]  # idx's own
         positions = positions.expand(b, s) if positions.dim() == 1 else positions  # (b, s)
+        for attn, layer in zip(self._attentions, cache if cache is not None else [None] * len(self._attentions)):
+            attn.posenc_cache = layer
         try:
             x = self.model.base_model(
                 input_ids=idx, position_ids=positions, use_cache=False
             ).last_hidden_state  # (b, s, d)
         finally:
-            for attn in self._remapped:
-                attn.posenc_remap = None
+            for attn in self._attentions:
+                attn.posenc_remap = attn.posenc_cache = None
         if targets is not None:
             return chunked_cross_entropy(x, self.output_weight, targets, chunk, self.softcap)
         if last is not None:
