@@ -69,7 +69,8 @@ for (method, length), part in trials.groupby(["method", "length"], sort=False):
     )
 table = pd.DataFrame(rows).sort_values(["length", "method"])
 pairs = mcnemar_pairs(trials, arm="method", trial="trial", passed="all_found", group="length")
-for name, frame in (("ruler_table", table), ("ruler_pairs", pairs)):
+# a folder of one method (a 1x control alone) has no pair to compare: no pairs table
+for name, frame in (("ruler_table", table), ("ruler_pairs", pairs))[: 2 if len(pairs) else 1]:
     frame.to_csv(here / f"{name}.csv", index=False)
     (here / f"{name}.md").write_text(frame.to_markdown(index=False, floatfmt=".3g") + "\n")
     print(frame.to_markdown(index=False, floatfmt=".3g"), end="\n\n")
