@@ -830,6 +830,70 @@ def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     return rows
 
 
+def family_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
+    """``real_decode`` for the families that run transformers' own modules (``FAMILY_SHAPES`` but
+    Llama, which ``real_decode`` covers): one greedy step after a cached context with posenc's cache
+    (``InjectedLM.kv_cache``) against transformers' ``DynamicCache``, with its own rotary embedding
+    and SDPA put back for each of its calls, as ``family_forward`` does. After each step posenc's
+    cache is cut back to the context and transformers' layers get back the tensors they held
+    before it (a sliding-window layer of transformers' cannot be cropped past its window)."""
+    from transformers import DynamicCache
+
+    from posenc.models.families import FAMILIES
+
+    torch.set_num_threads(threads)
+    rows = []
+    for family in [f for f in FAMILY_SHAPES if f != "llama"]:
+        hf, name = _family_reference(family, sizes)
+        key = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"  # 5.25's rename
+        base = hf.base_model
+        theirs = base.rotary_emb, hf.config._attn_implementation
+        ours = FAMILIES[family].convert(hf).eval()
+        mine = base.rotary_emb, hf.config._attn_implementation
+
+        def reference(
+            ids: torch.Tensor, cache: Any, hf=hf, base=base, theirs=theirs, mine=mine, key=key
+        ) -> torch.Tensor:
+            base.rotary_emb = theirs[0]
+            hf.set_attn_implementation(theirs[1])
+            try:
+                return hf(ids, **{key: cache}, use_cache=True, logits_to_keep=1).logits[0, -1]
+            finally:
+                base.rotary_emb = mine[0]
+                hf.set_attn_implementation(mine[1])
+
+        for length in sizes.real_lengths:
+            ids = torch.randint(0, hf.config.vocab_size, (1, length + 1))
+            context, token = ids[:, :-1], ids[:, -1:]
+            with torch.no_grad():
+                cache, ref_cache = ours.kv_cache(), DynamicCache(config=hf.config)
+                ours(context, cache=cache, last=1)
+                reference(context, ref_cache)
+            held = [(layer.keys, layer.values, vars(layer).get("cumulative_length")) for layer in ref_cache.layers]
+            out: list[torch.Tensor] = [torch.empty(0), torch.empty(0)]
+
+            def step_ours(cache=cache, token=token, length=length, ours=ours) -> None:
+                with torch.no_grad():
+                    out[0] = ours(token, cache=cache, last=1)[0, -1]
+                cache.truncate(length)
+
+            def step_ref(ref_cache=ref_cache, token=token, held=held) -> None:
+                with torch.no_grad():
+                    out[1] = reference(token, ref_cache)
+                for layer, (keys, values, seen) in zip(ref_cache.layers, held):
+                    layer.keys, layer.values = keys, values
+                    if seen is not None:
+                        layer.cumulative_length = seen
+
+            t_ours, t_ref, speedup, _ = interleaved(step_ours, step_ref, threads, sizes.repeats, sizes.min_run_time / 4)
+            case = f"{name}: a token after {length} cached,"
+            r = row("family decode", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
+            r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
+            rows += [r, difference_row("family decode", f"{case} max |posenc - HF|", out[0], out[1])]
+        del hf, ours
+    return rows
+
+
 # --- bf16 real-model forward at the matrix units' rate ----------------------------------------
 
 
@@ -1196,6 +1260,7 @@ CASES = {
     "real": real_forward,
     "decode": real_decode,
     "families": family_forward,
+    "family_decode": family_decode,
     "bf16": bf16_forward,
     "vit": vit_forward,
     "cli": cli_startup,

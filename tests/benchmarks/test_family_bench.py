@@ -42,3 +42,22 @@ def test_the_reference_runs_transformers_own_rotary(monkeypatch):
     errors = {r["case"].split(" shapes")[0]: r["posenc"] for r in rows if r["unit"] == "abs"}
     assert errors["SmolLM2-135M"] <= 1e-3
     assert errors["Qwen2.5-0.5B"] > 1e-3 and errors["Gemma 3 270M"] > 1e-3
+
+
+def test_family_decode_rows_compare_a_cached_step_with_transformers_cache():
+    """Qwen2 and Gemma 3 after a context longer than Gemma's window (512): every step, on both
+    sides, starts from the same cache (posenc's cut back, transformers' layers given back what
+    they held), so the last step's logits are transformers' own."""
+    import dataclasses
+
+    from posenc.benchmarks.suite import family_decode
+
+    rows = family_decode(dataclasses.replace(Sizes.quick(), real_lengths=(600,)), threads=1)
+    assert [r["case"] for r in rows] == [
+        f"{name} shapes, 2 layers, random: a token after 600 cached, {kind}"
+        for name in ("Qwen2.5-0.5B", "Gemma 3 270M")
+        for kind in ("time", "max |posenc - HF|")
+    ]
+    assert {r["benchmark"] for r in rows} == {"family decode"}
+    assert all(r["posenc"] > 0 and r["reference"] > 0 for r in rows if r["unit"] == "s")
+    assert all(r["posenc"] < 1e-4 for r in rows if r["unit"] == "abs")
