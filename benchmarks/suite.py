@@ -632,17 +632,42 @@ def real_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """One greedy step after a cached context (a RULER or passkey answer's tokens past the first
     that departs from the reference): posenc's (``CausalLM.kv_cache``) against transformers' own
     (``DynamicCache``), the same Llama in float32, batch 1, a context of each length of
-    ``sizes.real_lengths``. Each call runs one token and cuts its cache back to the context, so
-    every call sees the same cache; the pair is timed interleaved in this process."""
-    from transformers import DynamicCache
-
+    ``sizes.real_lengths`` (``_decode_rows``)."""
     from posenc.models import from_hf_llama
 
     torch.set_num_threads(threads)
     hf, name = _real_reference(sizes)
-    ours = from_hf_llama(hf).eval()
-    # transformers 5.25 renamed the forward's ``past_key_values`` to ``cache`` (the old name warns)
-    key = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"
+    key = _cache_keyword(hf)
+
+    def reference(ids: torch.Tensor, cache: Any) -> torch.Tensor:
+        return hf(ids, **{key: cache}, use_cache=True, logits_to_keep=1).logits[0, -1]
+
+    return _decode_rows("real decode", name, from_hf_llama(hf).eval(), hf, reference, sizes, threads)
+
+
+def _cache_keyword(hf: Any) -> str:
+    """The forward's name for its cache: transformers 5.25 renamed ``past_key_values`` to ``cache``
+    (the old name warns)."""
+    return "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"
+
+
+def _decode_rows(
+    benchmark: str,
+    name: str,
+    ours: Any,
+    hf: Any,
+    reference: Callable[[torch.Tensor, Any], torch.Tensor],
+    sizes: Sizes,
+    threads: int,
+) -> list[dict[str, Any]]:
+    """For each length of ``sizes.real_lengths``: a random context fills posenc's cache
+    (``ours.kv_cache()``) and transformers' ``DynamicCache`` (``reference(ids, cache)``: its forward's
+    last logits), then one more token is timed on each, interleaved in this process. Every step
+    starts from the same cache: posenc's is cut back to the context, and transformers' layers get
+    back the tensors they held before it (a sliding-window layer cannot be cropped past its window).
+    Rows: the step's time, and the largest difference of its logits."""
+    from transformers import DynamicCache
+
     rows = []
     for length in sizes.real_lengths:
         ids = torch.randint(0, hf.config.vocab_size, (1, length + 1))
@@ -650,24 +675,28 @@ def real_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
         with torch.no_grad():
             cache, ref_cache = ours.kv_cache(), DynamicCache(config=hf.config)
             ours(context, cache=cache, last=1)
-            hf(context, **{key: ref_cache}, use_cache=True, logits_to_keep=1)
+            reference(context, ref_cache)
+        held = [(layer.keys, layer.values, vars(layer).get("cumulative_length")) for layer in ref_cache.layers]
         out: list[torch.Tensor] = [torch.empty(0), torch.empty(0)]
 
-        def step_ours() -> None:
+        def step_ours(cache=cache, token=token, length=length) -> None:
             with torch.no_grad():
                 out[0] = ours(token, cache=cache, last=1)[0, -1]
             cache.truncate(length)
 
-        def step_ref() -> None:
+        def step_ref(ref_cache=ref_cache, token=token, held=held) -> None:
             with torch.no_grad():
-                out[1] = hf(token, **{key: ref_cache}, use_cache=True).logits[0, -1]
-            ref_cache.crop(-1)  # the token just added
+                out[1] = reference(token, ref_cache)
+            for layer, (keys, values, seen) in zip(ref_cache.layers, held):
+                layer.keys, layer.values = keys, values
+                if seen is not None:
+                    layer.cumulative_length = seen
 
         t_ours, t_ref, speedup, _ = interleaved(step_ours, step_ref, threads, sizes.repeats, sizes.min_run_time / 4)
         case = f"{name}: a token after {length} cached,"
-        r = row("real decode", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
+        r = row(benchmark, f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
         r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
-        rows += [r, difference_row("real decode", f"{case} max |posenc - HF|", out[0], out[1])]
+        rows += [r, difference_row(benchmark, f"{case} max |posenc - HF|", out[0], out[1])]
     return rows
 
 
@@ -832,21 +861,16 @@ def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
 
 def family_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     """``real_decode`` for the families that run transformers' own modules (``FAMILY_SHAPES`` but
-    Llama, which ``real_decode`` covers): one greedy step after a cached context with posenc's cache
-    (``InjectedLM.kv_cache``) against transformers' ``DynamicCache``, with its own rotary embedding
-    and SDPA put back for each of its calls, as ``family_forward`` does. After each step posenc's
-    cache is cut back to the context and transformers' layers get back the tensors they held
-    before it (a sliding-window layer of transformers' cannot be cropped past its window)."""
-    from transformers import DynamicCache
-
+    Llama, which ``real_decode`` covers): posenc's cache (``InjectedLM.kv_cache``) against
+    transformers' ``DynamicCache``, its own rotary embedding and SDPA put back for each of its
+    calls, as ``family_forward`` does (``_decode_rows``)."""
     from posenc.models.families import FAMILIES
 
     torch.set_num_threads(threads)
     rows = []
     for family in [f for f in FAMILY_SHAPES if f != "llama"]:
         hf, name = _family_reference(family, sizes)
-        key = "cache" if "cache" in inspect.signature(hf.forward).parameters else "past_key_values"  # 5.25's rename
-        base = hf.base_model
+        key, base = _cache_keyword(hf), hf.base_model
         theirs = base.rotary_emb, hf.config._attn_implementation
         ours = FAMILIES[family].convert(hf).eval()
         mine = base.rotary_emb, hf.config._attn_implementation
@@ -862,34 +886,7 @@ def family_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
                 base.rotary_emb = mine[0]
                 hf.set_attn_implementation(mine[1])
 
-        for length in sizes.real_lengths:
-            ids = torch.randint(0, hf.config.vocab_size, (1, length + 1))
-            context, token = ids[:, :-1], ids[:, -1:]
-            with torch.no_grad():
-                cache, ref_cache = ours.kv_cache(), DynamicCache(config=hf.config)
-                ours(context, cache=cache, last=1)
-                reference(context, ref_cache)
-            held = [(layer.keys, layer.values, vars(layer).get("cumulative_length")) for layer in ref_cache.layers]
-            out: list[torch.Tensor] = [torch.empty(0), torch.empty(0)]
-
-            def step_ours(cache=cache, token=token, length=length, ours=ours) -> None:
-                with torch.no_grad():
-                    out[0] = ours(token, cache=cache, last=1)[0, -1]
-                cache.truncate(length)
-
-            def step_ref(ref_cache=ref_cache, token=token, held=held) -> None:
-                with torch.no_grad():
-                    out[1] = reference(token, ref_cache)
-                for layer, (keys, values, seen) in zip(ref_cache.layers, held):
-                    layer.keys, layer.values = keys, values
-                    if seen is not None:
-                        layer.cumulative_length = seen
-
-            t_ours, t_ref, speedup, _ = interleaved(step_ours, step_ref, threads, sizes.repeats, sizes.min_run_time / 4)
-            case = f"{name}: a token after {length} cached,"
-            r = row("family decode", f"{case} time", t_ours, t_ref, "s", "<= 1.0", False, 1.0)
-            r["ratio"], r["met"] = 1 / speedup, bool(1 / speedup <= 1.0)  # the median of per-round ratios
-            rows += [r, difference_row("family decode", f"{case} max |posenc - HF|", out[0], out[1])]
+        rows += _decode_rows("family decode", name, ours, hf, reference, sizes, threads)
         del hf, ours
     return rows
 
