@@ -7,6 +7,7 @@ Training rows add ``ratio_low, ratio_high``: the 95% interval of their median ra
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -16,7 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -834,29 +835,43 @@ def family_forward(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     own LM, the others as transformers' modules with posenc's RoPE, banded attention and head)
     against transformers' own forward of the same weights, its own rotary embedding and SDPA
     attention put back for each of its calls (``_forward_rows``)."""
-    from posenc.models.families import FAMILIES
-
     torch.set_num_threads(threads)
     rows = []
     for family in FAMILY_SHAPES:
         hf, name = _family_reference(family, sizes)
-        base = hf.base_model
-        theirs = base.rotary_emb, hf.config._attn_implementation
-        ours = FAMILIES[family].convert(hf).eval()  # the same tensors; the others take over rotary and attention
-        mine = base.rotary_emb, hf.config._attn_implementation
+        ours, as_transformers = _converted(family, hf)
 
-        def reference(ids: torch.Tensor, hf=hf, base=base, theirs=theirs, mine=mine) -> torch.Tensor:
-            base.rotary_emb = theirs[0]  # transformers' own rotary and attention for its own forward
-            hf.set_attn_implementation(theirs[1])
-            try:
+        def reference(ids: torch.Tensor, hf=hf, as_transformers=as_transformers) -> torch.Tensor:
+            with as_transformers():
                 return hf(ids).logits
-            finally:
-                base.rotary_emb = mine[0]
-                hf.set_attn_implementation(mine[1])
 
         rows += _forward_rows("family forward", name, ours, reference, hf.config.vocab_size, sizes, threads)
         del hf, ours
     return rows
+
+
+def _converted(family: str, hf: Any) -> tuple[Any, Callable[[], contextlib.AbstractContextManager]]:
+    """posenc's model of ``hf`` (``Family.convert``: the same tensors; Llama into posenc's own LM,
+    the others take over transformers' rotary and attention), and a context in which ``hf`` runs
+    transformers' own rotary embedding and attention again, for a reference call."""
+    from posenc.models.families import FAMILIES
+
+    base = hf.base_model
+    theirs = base.rotary_emb, hf.config._attn_implementation
+    ours = FAMILIES[family].convert(hf).eval()
+    mine = base.rotary_emb, hf.config._attn_implementation
+
+    @contextlib.contextmanager
+    def as_transformers() -> Iterator[None]:
+        base.rotary_emb = theirs[0]
+        hf.set_attn_implementation(theirs[1])
+        try:
+            yield
+        finally:
+            base.rotary_emb = mine[0]
+            hf.set_attn_implementation(mine[1])
+
+    return ours, as_transformers
 
 
 def family_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
@@ -864,27 +879,16 @@ def family_decode(sizes: Sizes, threads: int) -> list[dict[str, Any]]:
     Llama, which ``real_decode`` covers): posenc's cache (``InjectedLM.kv_cache``) against
     transformers' ``DynamicCache``, its own rotary embedding and SDPA put back for each of its
     calls, as ``family_forward`` does (``_decode_rows``)."""
-    from posenc.models.families import FAMILIES
-
     torch.set_num_threads(threads)
     rows = []
     for family in [f for f in FAMILY_SHAPES if f != "llama"]:
         hf, name = _family_reference(family, sizes)
-        key, base = _cache_keyword(hf), hf.base_model
-        theirs = base.rotary_emb, hf.config._attn_implementation
-        ours = FAMILIES[family].convert(hf).eval()
-        mine = base.rotary_emb, hf.config._attn_implementation
+        key = _cache_keyword(hf)
+        ours, as_transformers = _converted(family, hf)
 
-        def reference(
-            ids: torch.Tensor, cache: Any, hf=hf, base=base, theirs=theirs, mine=mine, key=key
-        ) -> torch.Tensor:
-            base.rotary_emb = theirs[0]
-            hf.set_attn_implementation(theirs[1])
-            try:
+        def reference(ids: torch.Tensor, cache: Any, hf=hf, key=key, as_transformers=as_transformers) -> torch.Tensor:
+            with as_transformers():
                 return hf(ids, **{key: cache}, use_cache=True, logits_to_keep=1).logits[0, -1]
-            finally:
-                base.rotary_emb = mine[0]
-                hf.set_attn_implementation(mine[1])
 
         rows += _decode_rows("family decode", name, ours, hf, reference, sizes, threads)
         del hf, ours

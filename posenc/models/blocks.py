@@ -393,21 +393,37 @@ class LayerCache:
         self.length = min(self.length, length)
 
 
-def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, remap: Any = None) -> torch.Tensor:
+def cached_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    remap: Any = None,
+    scale: float | None = None,
+    window: int | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
     """(b, n_h, m, h_d) queries of the last m of t tokens against every token's (b, n_kv, t, h_d) k
     and v -> (b, n_h, m, h_d): a decoding step. q and k come rotated (or, in a layer without RoPE,
     need no rotation), unless a remap's state is given: then both are unrotated and the remap's
-    views rotate them."""
+    views rotate them. ``scale`` on the scores (default 1/√h_d); ``window``: query i sees only keys
+    j > i − w (a sliding-window layer; only those are read); ``softcap``: scores c·tanh(score / c)."""
     b, n_h, m, h_d = q.shape
     n_kv, t = k.shape[1], k.shape[2]
     if remap is not None:  # the remap's views of the last m queries
         return remap.attend(q, k, v)
+    first = max(0, t - m - window + 1) if window else 0  # the first key the first query sees
+    k, v = k[:, :, first:], v[:, :, first:]  # (b, n_kv, e, h_d)
+    scale = h_d**-0.5 if scale is None else scale
     # Two matmuls and a softmax, the heads of a group as rows against their shared keys: SDPA's CPU
     # kernel takes 6 ms per layer for one query against 4096 keys, tiled for long query blocks
-    scores = ((q * h_d**-0.5).reshape(b, n_kv, n_h // n_kv * m, h_d) @ k.transpose(-1, -2)).float()
-    if m > 1:  # query i (position t − m + i) sees keys j ≤ t − m + i: none hidden from the last query
-        hidden = torch.ones(m, t, dtype=torch.bool, device=q.device).triu(t - m + 1)
-        scores = scores.view(b, n_kv, -1, m, t).masked_fill_(hidden, float("-inf")).view_as(scores)
+    scores = ((q * scale).reshape(b, n_kv, n_h // n_kv * m, h_d) @ k.transpose(-1, -2)).float()
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
+    if m > 1:  # query i (position t − m + i) sees keys j ≤ t − m + i (and, in a window, j > t − m + i − w)
+        i = torch.arange(t - m, t, device=q.device)[:, None]
+        j = torch.arange(first, t, device=q.device)[None, :]
+        hidden = (j > i) | ((i - j >= window) if window else False)  # (m, e)
+        scores = scores.view(b, n_kv, -1, m, t - first).masked_fill_(hidden, float("-inf")).view_as(scores)
     return (scores.softmax(-1).to(v.dtype) @ v).view(b, n_h, m, h_d)  # (b, n_h, m, h_d)
 
 

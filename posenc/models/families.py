@@ -31,7 +31,7 @@ from torch import nn
 
 from posenc.core.errors import ConfigError
 from posenc.models.blocked import blocked_causal_attention, runs_blocked
-from posenc.models.blocks import LayerCache
+from posenc.models.blocks import LayerCache, cached_attention
 from posenc.models.hf import (
     GLOBAL_LAYERS,
     from_hf_llama,
@@ -182,8 +182,9 @@ def banded_attention(
     state: RemapState | None = getattr(module, "posenc_remap", None)  # InjectedLM.set_remap's, this forward's
     if state is not None:  # a position remap: its layers' q and k come unrotated, it rotates them per view
         return state.attend(query, key, value, scale).transpose(1, 2).contiguous(), None
-    if offset:  # a decoding step: a few queries against the cached keys
-        return cached_step(query, key, value, scale, sliding_window, softcap).transpose(1, 2).contiguous(), None
+    if offset:  # a decoding step: a few queries against the cached keys (only the window's read)
+        out = cached_attention(query, key, value, scale=scale, window=sliding_window, softcap=softcap)
+        return out.transpose(1, 2).contiguous(), None
     plain = not sliding_window and not softcap
     if plain and runs_blocked(query):  # bfloat16 on the CPU: 2x SDPA's kernel
         return blocked_causal_attention(query, key, value, scale).transpose(1, 2), None
@@ -208,33 +209,6 @@ def banded_attention(
         else:
             blocks.append(F.scaled_dot_product_attention(q, k, v, attn_mask=seen, scale=scale))
     return torch.cat(blocks, dim=2).transpose(1, 2).contiguous(), None
-
-
-def cached_step(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    scale: float,
-    sliding_window: int | None = None,
-    softcap: float | None = None,
-) -> torch.Tensor:
-    """(b, n_h, m, h_d) queries of the last m of t tokens against every token's (b, n_kv, t, h_d) keys
-    and values -> (b, n_h, m, h_d): ``banded_attention``'s decoding step. Only the keys inside the
-    window are read, and the r query heads that share a key head are rows of one matmul against it
-    (as ``blocks.cached_attention``), so no key is copied per head."""
-    b, n_h, m, h_d = query.shape
-    n_kv, t = key.shape[1], key.shape[2]
-    first = max(0, t - m - sliding_window + 1) if sliding_window else 0  # the first key the first query sees
-    key, value = key[:, :, first:], value[:, :, first:]  # (b, n_kv, e, h_d)
-    i = torch.arange(t - m, t, device=query.device)[:, None]
-    j = torch.arange(first, t, device=query.device)[None, :]
-    hidden = (j > i) | ((i - j >= sliding_window) if sliding_window else False)  # (m, e)
-    scores = query.reshape(b, n_kv, n_h // n_kv * m, h_d) @ key.transpose(-1, -2) * scale  # (b, n_kv, r·m, e)
-    if softcap:
-        scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.view(b, n_kv, n_h // n_kv, m, -1).masked_fill(hidden, float("-inf")).view_as(scores)
-    weights = scores.softmax(-1, dtype=torch.float32).to(value.dtype)
-    return (weights @ value).view(b, n_h, m, h_d)
 
 
 class InjectedRotary(nn.Module):
